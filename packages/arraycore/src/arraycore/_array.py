@@ -1,0 +1,160 @@
+"""``ArrayBase``: operators and methods for a backend's own array class, from the namespace.
+
+A backend whose arrays are its own class (not NumPy or CuPy arrays) subclasses
+:class:`ArrayBase` and provides ``shape``, ``dtype`` and ``device``; arithmetic operators,
+comparisons, basic indexing, ``T``/``mT``, ``__array_namespace__`` and host conversion then come
+from the array's namespace.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _ns(x: Any) -> Any:
+    from ._registry import namespace_of
+
+    return namespace_of(x)
+
+
+def _binary(name: str, reflected: bool = False) -> Any:
+    def method(self: ArrayBase, other: Any) -> Any:
+        xp = _ns(self)
+        return getattr(xp, name)(other, self) if reflected else getattr(xp, name)(self, other)
+
+    method.__name__ = f"__{'r' if reflected else ''}{name}__"
+    return method
+
+
+def _inplace(name: str) -> Any:
+    def method(self: ArrayBase, other: Any) -> ArrayBase:
+        getattr(_ns(self).inplace, name)(self, other, out=self)
+        return self
+
+    return method
+
+
+class ArrayBase:
+    """Mixin for backend array classes: everything the standard asks of an array object."""
+
+    __slots__ = ()
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    device: Any
+
+    @property
+    def ndim(self) -> int:
+        """Number of axes."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def T(self) -> Any:  # noqa: N802 - the standard's name
+        """Transpose of a 2-D array."""
+        if self.ndim != 2:
+            raise ValueError(f"T: only for 2-D arrays, got shape {self.shape}; use mT")
+        return _ns(self).permute_dims(self, (1, 0))
+
+    @property
+    def mT(self) -> Any:  # noqa: N802
+        """Transpose of the last two axes."""
+        return _ns(self).matrix_transpose(self)
+
+    def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        return _ns(self)
+
+    def to_device(self, device: Any, /, *, stream: Any = None) -> Any:
+        """This array on ``device`` of the same backend."""
+        from ._registry import namespace
+
+        xp = _ns(self)
+        target = namespace(xp.name, device)
+        return self if target is xp else target.asarray(xp.to_numpy(self))
+
+    def __getitem__(self, key: Any) -> Any:
+        return _ns(self).getitem(self, key)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        _ns(self).setitem(self, key, value)
+
+    def __neg__(self) -> Any:
+        return _ns(self).negative(self)
+
+    def __pos__(self) -> Any:
+        return _ns(self).positive(self)
+
+    def __abs__(self) -> Any:
+        return _ns(self).abs(self)
+
+    def __invert__(self) -> Any:
+        if self.dtype != np.bool_:
+            raise TypeError("~ is only supported for bool arrays in arraycore")
+        return _ns(self).logical_not(self)
+
+    __add__ = _binary("add")
+    __radd__ = _binary("add", reflected=True)
+    __sub__ = _binary("subtract")
+    __rsub__ = _binary("subtract", reflected=True)
+    __mul__ = _binary("multiply")
+    __rmul__ = _binary("multiply", reflected=True)
+    __truediv__ = _binary("divide")
+    __rtruediv__ = _binary("divide", reflected=True)
+    __floordiv__ = _binary("floor_divide")
+    __rfloordiv__ = _binary("floor_divide", reflected=True)
+    __mod__ = _binary("remainder")
+    __rmod__ = _binary("remainder", reflected=True)
+    __pow__ = _binary("pow")
+    __rpow__ = _binary("pow", reflected=True)
+    __matmul__ = _binary("matmul")
+    __rmatmul__ = _binary("matmul", reflected=True)
+    __and__ = _binary("logical_and")
+    __or__ = _binary("logical_or")
+    __lt__ = _binary("less")
+    __le__ = _binary("less_equal")
+    __gt__ = _binary("greater")
+    __ge__ = _binary("greater_equal")
+    __eq__ = _binary("equal")  # type: ignore[assignment]
+    __ne__ = _binary("not_equal")  # type: ignore[assignment]
+    __iadd__ = _inplace("add")
+    __isub__ = _inplace("subtract")
+    __imul__ = _inplace("multiply")
+    __itruediv__ = _inplace("divide")
+    __hash__ = None  # type: ignore[assignment]
+
+    def _scalar(self, kind: type) -> Any:
+        if self.size != 1:
+            raise TypeError(f"only size-1 arrays convert to {kind.__name__}, got {self.shape}")
+        return kind(_ns(self).to_numpy(self).reshape(()).item())
+
+    def __bool__(self) -> bool:
+        return bool(self._scalar(bool))
+
+    def __int__(self) -> int:
+        return int(self._scalar(int))
+
+    def __float__(self) -> float:
+        return float(self._scalar(float))
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"only integer arrays can be indices, got {self.dtype}")
+        return int(self._scalar(int))
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        xp = _ns(self)
+        body = np.array2string(xp.to_numpy(self), separator=", ", prefix="array(")
+        return f"array({body}, dtype={self.dtype}, backend={xp.name!r}, device={self.device!r})"

@@ -1,0 +1,246 @@
+"""Backend discovery (entry points), selection (context, environment) and array ownership.
+
+Precedence, highest first: the backend of the arrays a call receives; ``with use(...)``; the
+``ARRAYCORE_BACKEND`` / ``ARRAYCORE_DEVICE`` environment variables; ``numpy``. Nothing is
+resolved at import time: the first call that needs a backend resolves it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from ._namespace import Namespace
+from .backend import Backend, BackendUnavailable
+from .errors import (
+    BackendMismatchError,
+    BackendNotFoundError,
+    BackendNotInstalledError,
+    BackendUnavailableError,
+)
+
+ENTRY_POINT_GROUP = "arraycore.backends"
+ENV_BACKEND = "ARRAYCORE_BACKEND"
+ENV_DEVICE = "ARRAYCORE_DEVICE"
+DEFAULT_BACKEND = "numpy"
+
+
+@dataclass(frozen=True)
+class KnownBackend:
+    """A first-party backend arraycore can name even when it is not installed."""
+
+    distribution: str
+    install: str
+
+
+KNOWN_BACKENDS: dict[str, KnownBackend] = {
+    "numpy": KnownBackend("arraycore", "pip install arraycore"),
+    "cuda": KnownBackend(
+        "arraycore-cuda",
+        'pip install "arraycore[cuda12]"   (or "arraycore[cuda13]" for a CUDA 13 driver)',
+    ),
+    "opencl": KnownBackend(
+        "arraycore-opencl",
+        'pip install "arraycore[opencl]"   (CLBlast from the system: apt-get install '
+        "libclblast-dev, conda install -c conda-forge clblast, or brew install clblast)",
+    ),
+}
+
+_lock = threading.RLock()
+_classes: dict[str, type[Backend]] = {}
+_namespaces: dict[tuple[str, Any], Namespace] = {}  # (name, device id) -> namespace
+_selected: dict[tuple[str, str | None], Namespace] = {}  # (name, selector) -> namespace
+_owner_by_type: dict[type, str] = {}
+_current: ContextVar[Namespace | None] = ContextVar("arraycore_backend", default=None)
+
+
+def install_hint(name: str) -> str:
+    """The install command for a backend name (first-party or guessed for third parties)."""
+    known = KNOWN_BACKENDS.get(name)
+    return known.install if known else f"pip install <the distribution that provides {name!r}>"
+
+
+def entry_points() -> dict[str, metadata.EntryPoint]:
+    """Installed backends by entry-point name (the built-in NumPy backend always included)."""
+    found = {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    found.setdefault(
+        "numpy",
+        metadata.EntryPoint("numpy", "arraycore.backends.numpy:NumpyBackend", ENTRY_POINT_GROUP),
+    )
+    return found
+
+
+def backend_class(name: str) -> type[Backend]:
+    """Import and return the backend class registered under ``name``."""
+    with _lock:
+        if name in _classes:
+            return _classes[name]
+        eps = entry_points()
+        if name not in eps:
+            installed = ", ".join(sorted(eps))
+            if name in KNOWN_BACKENDS:
+                known = KNOWN_BACKENDS[name]
+                try:
+                    metadata.distribution(known.distribution)
+                except metadata.PackageNotFoundError as exc:
+                    raise BackendNotInstalledError(
+                        f"backend {name!r} is not installed: the distribution "
+                        f"{known.distribution!r} is missing. Install it with: {known.install}"
+                    ) from exc
+            raise BackendNotFoundError(
+                f"unknown backend {name!r} (from ${ENV_BACKEND} or use()); installed backends: "
+                f"{installed}; first-party backends: {', '.join(KNOWN_BACKENDS)}"
+            ) from KeyError(name)
+        try:
+            cls = eps[name].load()
+        except Exception as exc:
+            raise BackendUnavailableError(
+                f"backend {name!r} is installed but failed to import ({type(exc).__name__}: "
+                f"{exc}). Reinstall it with: {install_hint(name)}"
+            ) from exc
+        if not (isinstance(cls, type) and issubclass(cls, Backend)):
+            raise BackendUnavailableError(
+                f"entry point {name!r} = {eps[name].value} is not an arraycore.backend.Backend"
+            )
+        _classes[name] = cls
+        return cls
+
+
+def _env_selection() -> tuple[str, str | None]:
+    name = os.environ.get(ENV_BACKEND, "").strip() or DEFAULT_BACKEND
+    device = os.environ.get(ENV_DEVICE, "").strip() or None
+    return name, device
+
+
+def namespace(backend: str | None = None, device: str | int | None = None) -> Namespace:
+    """The namespace of a backend and device.
+
+    With no arguments: the backend of the innermost ``with use(...)``, else the one named by
+    ``ARRAYCORE_BACKEND`` (device ``ARRAYCORE_DEVICE``), else NumPy.
+
+    >>> import arraycore
+    >>> xp = arraycore.namespace("numpy")
+    >>> xp.sum(xp.ones((2, 3)), axis=1).tolist()
+    [3.0, 3.0]
+    """
+    if backend is None:
+        current = _current.get()
+        if current is not None and device is None:
+            return current
+        if current is not None:
+            backend = current.name
+        else:
+            backend, env_device = _env_selection()
+            device = env_device if device is None else device
+    elif device is None:
+        env_name, env_device = _env_selection()
+        if env_name == backend:
+            device = env_device
+    key = (backend, None if device is None else str(device))
+    found = _selected.get(key)
+    if found is not None:
+        return found
+    with _lock:
+        if key in _selected:
+            return _selected[key]
+        cls = backend_class(backend)
+        try:
+            cls.probe()
+            instance = cls(device)
+        except BackendUnavailable as exc:
+            raise BackendUnavailableError(
+                f"backend {backend!r} is installed but cannot run here: {exc}. "
+                f"Install what it needs with: {install_hint(backend)}"
+            ) from exc
+        except Exception as exc:
+            raise BackendUnavailableError(
+                f"backend {backend!r} failed to start on device {device!r} "
+                f"({type(exc).__name__}: {exc}). Install what it needs with: "
+                f"{install_hint(backend)}"
+            ) from exc
+        ns = _namespaces.setdefault((backend, instance.device.id), Namespace(instance))
+        _selected[key] = ns
+        return ns
+
+
+@contextlib.contextmanager
+def use(backend: str, device: str | int | None = None) -> Iterator[Namespace]:
+    """Make ``backend`` (and ``device``) the default inside a ``with`` block.
+
+    The choice lives in a ContextVar, so threads and async tasks each keep their own.
+
+    >>> import arraycore
+    >>> with arraycore.use("numpy") as xp:
+    ...     arraycore.zeros(2).tolist()
+    [0.0, 0.0]
+    """
+    ns = namespace(backend, device)
+    token = _current.set(ns)
+    try:
+        yield ns
+    finally:
+        _current.reset(token)
+
+
+def current() -> Namespace:
+    """The namespace that a call with no array arguments would use now."""
+    return namespace()
+
+
+def _owner(x: Any) -> Namespace | None:
+    """The namespace of array ``x``, or None if ``x`` is not an array of a loaded backend."""
+    kind = type(x)
+    name = _owner_by_type.get(kind)
+    if name is None:
+        if isinstance(x, np.ndarray):
+            name = "numpy"
+        else:
+            for ns in list(_namespaces.values()):
+                if ns._backend.owns(x):
+                    name = ns.name
+                    break
+            else:
+                return None
+        _owner_by_type[kind] = name
+    if name == "numpy":
+        return namespace("numpy", "cpu")
+    for (ns_name, _dev), ns in list(_namespaces.items()):
+        if ns_name == name:
+            dev = ns._backend.device_of(x)
+            found = _namespaces.get((name, dev))
+            return found if found is not None else namespace(name, dev)
+    return None
+
+
+def namespace_of(*args: Any) -> Namespace:
+    """The namespace of the arrays among ``args`` (lists and tuples are searched one level).
+
+    Arrays of two backends or two devices are an error. Without arrays: :func:`namespace`.
+    """
+    found: Namespace | None = None
+    found_arg: Any = None
+    for arg in args:
+        items = arg if isinstance(arg, list | tuple) else (arg,)
+        for x in items:
+            if x is None or isinstance(x, bool | int | float | str | slice | np.generic):
+                continue
+            ns = _owner(x)
+            if ns is None:
+                continue
+            if found is None:
+                found, found_arg = ns, x
+            elif ns is not found:
+                raise BackendMismatchError(
+                    f"arrays of two backends or devices in one call: a "
+                    f"{type(found_arg).__name__} on {found.device} and a {type(x).__name__} "
+                    f"on {ns.device}; move one explicitly (asarray, from_dlpack, to_numpy)"
+                )
+    return found if found is not None else namespace()

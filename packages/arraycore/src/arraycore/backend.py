@@ -1,0 +1,294 @@
+"""The backend protocol: the one file a backend author implements.
+
+A backend is a subclass of :class:`Backend` that implements the *required primitives* below
+(each marked ``@abstractmethod``). Everything else in the user namespace (type promotion, scalar
+handling, ``mean``/``var``/``std``, ``linspace``, ``concat``, ``flip``, the ``nn`` kernels, the
+random distributions, ...) is derived from these primitives by :class:`arraycore.Namespace`. A
+backend that has a faster kernel for any derived function overrides it by returning it from
+:meth:`Backend.overrides`.
+
+Contract for every primitive:
+
+- Arrays passed in belong to this backend and to the backend's device; arraycore has already
+  checked that and has already promoted dtypes, so the inputs of ``binary``, ``matmul`` and
+  ``where`` share one dtype.
+- Shapes are tuples of Python ints; ``axes`` are normalised to non-negative ints.
+- Results are new arrays unless the primitive says it writes into ``out``.
+
+See ``packages/arraycore/docs/backends.md`` for a walk-through.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+Array = Any
+"""A backend's array object (``numpy.ndarray``, ``cupy.ndarray``, or the backend's own class)."""
+
+Shape = tuple[int, ...]
+Key = tuple[int | slice | None, ...]
+"""A normalised basic index: ints, slices and ``None`` only, no Ellipsis, one entry per axis."""
+
+UNARY_OPS: frozenset[str] = frozenset(
+    {
+        "negative",
+        "abs",
+        "sqrt",
+        "exp",
+        "expm1",
+        "log",
+        "log1p",
+        "tanh",
+        "sin",
+        "cos",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "logical_not",
+        "isnan",
+        "isinf",
+    }
+)
+"""Element-wise unary ops a backend's :meth:`Backend.unary` must accept."""
+
+BINARY_OPS: frozenset[str] = frozenset(
+    {
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "floor_divide",
+        "remainder",
+        "pow",
+        "maximum",
+        "minimum",
+        "equal",
+        "not_equal",
+        "less",
+        "less_equal",
+        "greater",
+        "greater_equal",
+        "logical_and",
+        "logical_or",
+    }
+)
+"""Element-wise binary ops a backend's :meth:`Backend.binary` must accept (with broadcasting)."""
+
+REDUCE_OPS: frozenset[str] = frozenset({"sum", "prod", "max", "min", "any", "all"})
+ARG_REDUCE_OPS: frozenset[str] = frozenset({"argmax", "argmin"})
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device of a backend, as listed by ``arraycore info`` and ``__array_namespace_info__``.
+
+    ``id`` is what arrays report as their ``.device`` (or compares equal to it); ``name`` is a
+    human description; ``capabilities`` declares optional dtypes (``"float64"``, ``"float16"``).
+    """
+
+    backend: str
+    id: Any
+    name: str
+    capabilities: dict[str, bool] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.id} ({self.name})"
+
+
+class BackendUnavailable(Exception):
+    """Raised by :meth:`Backend.probe` when the backend's library or device is missing."""
+
+
+class Backend(ABC):
+    """Base class of every arraycore backend.
+
+    Subclass it, implement the abstract primitives, and declare the class as an entry point::
+
+        [project.entry-points."arraycore.backends"]
+        mybackend = "mypackage:MyBackend"
+    """
+
+    #: Entry-point name; ``ARRAYCORE_BACKEND`` selects the backend by it.
+    name: ClassVar[str] = ""
+    #: The pip command that installs this backend, quoted in "not installed" errors.
+    install_hint: ClassVar[str] = ""
+
+    def __init__(self, device: str | int | None = None) -> None:
+        devices = self.devices()
+        if not devices:
+            raise BackendUnavailable(f"backend {self.name!r} found no usable device")
+        self.device = self.select_device(devices, device)
+
+    # -- discovery -------------------------------------------------------------------------
+    @classmethod
+    def probe(cls) -> None:
+        """Raise :class:`BackendUnavailable` (chained to the cause) if the backend cannot run.
+
+        Called before the backend is instantiated and by ``arraycore info``. Import optional
+        libraries here, not at module import time.
+        """
+
+    @classmethod
+    def version(cls) -> str:
+        """Versions of the backend and the libraries it drives, for ``arraycore info``."""
+        return ""
+
+    @classmethod
+    @abstractmethod
+    def devices(cls) -> list[Device]:
+        """All usable devices of this backend, the default one first."""
+
+    @classmethod
+    def select_device(cls, devices: list[Device], selector: str | int | None) -> Device:
+        """Pick a device from ``ARRAYCORE_DEVICE`` or ``use(device=...)``.
+
+        The default accepts ``None`` (first device), an index, or a substring of the name.
+        """
+        if selector is None or selector == "":
+            return devices[0]
+        text = str(selector).strip()
+        if text.lstrip("-").isdigit():
+            index = int(text)
+            if 0 <= index < len(devices):
+                return devices[index]
+        else:
+            for dev in devices:
+                if text.lower() in dev.name.lower() or text == str(dev.id):
+                    return dev
+        listing = ", ".join(f"{i}: {d.name}" for i, d in enumerate(devices))
+        raise BackendUnavailable(
+            f"backend {cls.name!r} has no device matching {selector!r}; devices are: {listing}"
+        )
+
+    @abstractmethod
+    def owns(self, x: Any) -> bool:
+        """Whether ``x`` is an array of this backend (any of its devices)."""
+
+    def device_of(self, x: Array) -> Any:
+        """The device id of array ``x`` (compared with :attr:`Device.id`)."""
+        return self.device.id
+
+    # -- required primitives: creation and host transfer -----------------------------------
+    @abstractmethod
+    def from_numpy(self, a: np.ndarray) -> Array:
+        """Copy a host array to this backend's device (same shape and dtype)."""
+
+    @abstractmethod
+    def to_numpy(self, x: Array) -> np.ndarray:
+        """Copy an array to the host as a ``numpy.ndarray`` (waits for pending work)."""
+
+    @abstractmethod
+    def full(self, shape: Shape, fill_value: bool | int | float, dtype: np.dtype) -> Array:
+        """A new array of ``shape`` filled with ``fill_value``."""
+
+    # -- required primitives: element-wise ----------------------------------------------------
+    @abstractmethod
+    def unary(self, op: str, x: Array, out: Array | None = None) -> Array:
+        """Element-wise ``op`` (one of :data:`UNARY_OPS`), NumPy semantics; writes ``out`` if given."""
+
+    @abstractmethod
+    def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> Array:
+        """Element-wise ``op`` of :data:`BINARY_OPS` with broadcasting; writes ``out`` if given.
+
+        ``x1`` and ``x2`` have the same dtype. Comparisons return ``bool``. ``divide`` of
+        integers is never asked for (arraycore promotes to floating point first).
+        """
+
+    @abstractmethod
+    def where(self, condition: Array, x1: Array, x2: Array) -> Array:
+        """Element-wise select with broadcasting (``condition`` is bool; x1, x2 share a dtype)."""
+
+    @abstractmethod
+    def astype(self, x: Array, dtype: np.dtype) -> Array:
+        """A converted copy of ``x`` (always a new array, even for the same dtype)."""
+
+    # -- required primitives: reductions and linear algebra ----------------------------------
+    @abstractmethod
+    def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+        """``op`` of :data:`REDUCE_OPS` over ``axes`` (non-empty, sorted, unique).
+
+        ``sum``/``prod`` keep the input dtype (arraycore casts first when the standard says to
+        accumulate in a wider type); ``max``/``min`` of an empty axis are never asked for.
+        """
+
+    @abstractmethod
+    def arg_reduce(self, op: str, x: Array, axis: int, keepdims: bool) -> Array:
+        """``argmax``/``argmin`` along one axis, int64 indices, first occurrence wins."""
+
+    @abstractmethod
+    def matmul(self, x1: Array, x2: Array) -> Array:
+        """Batched matrix product of two arrays of at least 2 dimensions, batch axes broadcast."""
+
+    # -- required primitives: layout -----------------------------------------------------------
+    @abstractmethod
+    def reshape(self, x: Array, shape: Shape) -> Array:
+        """``x`` in a new shape of the same size (C order; a view or a copy)."""
+
+    @abstractmethod
+    def permute_dims(self, x: Array, axes: tuple[int, ...]) -> Array:
+        """Axes reordered (a view or a copy)."""
+
+    @abstractmethod
+    def broadcast_to(self, x: Array, shape: Shape) -> Array:
+        """``x`` broadcast to ``shape`` (read-only view or copy)."""
+
+    @abstractmethod
+    def getitem(self, x: Array, key: Key) -> Array:
+        """Basic indexing with a normalised key (ints, slices, ``None``)."""
+
+    @abstractmethod
+    def setitem(self, x: Array, key: Key, value: Array) -> None:
+        """Write ``value`` (same dtype, broadcastable) into ``x[key]`` in place."""
+
+    # -- required primitives: gather / scatter ------------------------------------------------
+    @abstractmethod
+    def take(self, x: Array, indices: Array, axis: int) -> Array:
+        """Gather along ``axis`` with a 1-D int64 index array (in range, non-negative)."""
+
+    @abstractmethod
+    def scatter_add(self, out: Array, indices: Array, values: Array, axis: int) -> None:
+        """``out[..., indices[i], ...] += values[..., i, ...]`` along ``axis``, in place.
+
+        Repeated indices accumulate (unlike ``out[indices] += values`` in NumPy).
+        """
+
+    # -- required primitives: random numbers --------------------------------------------------
+    @abstractmethod
+    def rng_state(self, seed: int) -> Any:
+        """A fresh random state for ``seed``; same seed, same stream on this backend."""
+
+    @abstractmethod
+    def rng_uniform(self, state: Any, shape: Shape, dtype: np.dtype) -> Array:
+        """Uniform samples in [0, 1), advancing ``state``."""
+
+    # -- optional overrides -----------------------------------------------------------------------
+    def overrides(self) -> dict[str, Callable[..., Any]]:
+        """Faster implementations of derived namespace functions, by dotted name.
+
+        Keys are namespace names (``"add"``, ``"mean"``) or sub-namespace names
+        (``"nn.conv2d"``, ``"inplace.add"``, ``"random.normal"``). Each value must accept exactly
+        the arguments of the derived function it replaces and give the same results within the
+        conformance kit's tolerances.
+        """
+        return {}
+
+
+def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
+    """Normalise an ``axis`` argument to a sorted tuple of non-negative ints, or raise."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    result = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
+        result.append(int(a) % ndim)
+    if len(set(result)) != len(result):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(sorted(result))

@@ -1,0 +1,1 @@
+"""Backends that ship inside arraycore: only the NumPy reference backend."""

@@ -1,0 +1,188 @@
+"""The NumPy reference backend: the semantics every other backend is tested against.
+
+It implements the required primitives with NumPy and overrides nearly every derived function
+with NumPy's own (NumPy 2 follows the Array API standard), so ``xp.add is numpy.add`` and a
+namespace call costs what a NumPy call costs. 0-d results are NumPy scalars, as in NumPy; they
+have ``shape``, ``dtype`` and the operators, and the namespace accepts them as 0-d arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..backend import Array, Backend, Device, Key, Shape
+
+_UFUNCS: dict[str, Callable[..., Any]] = {
+    "negative": np.negative,
+    "abs": np.abs,
+    "sqrt": np.sqrt,
+    "exp": np.exp,
+    "expm1": np.expm1,
+    "log": np.log,
+    "log1p": np.log1p,
+    "tanh": np.tanh,
+    "sin": np.sin,
+    "cos": np.cos,
+    "sign": np.sign,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+    "logical_not": np.logical_not,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+}
+
+_REDUCTIONS: dict[str, Callable[..., Any]] = {
+    "sum": np.sum,
+    "prod": np.prod,
+    "max": np.max,
+    "min": np.min,
+    "any": np.any,
+    "all": np.all,
+}
+
+# Namespace functions whose NumPy 2 implementation already has the standard's signature and
+# semantics; the namespace binds them directly.
+_SAME_AS_NUMPY = (
+    "add subtract multiply divide floor_divide remainder pow maximum minimum equal not_equal "
+    "less less_equal greater greater_equal logical_and logical_or logical_not negative positive "
+    "abs sqrt square exp expm1 log log1p tanh sin cos sign floor ceil round isnan isinf isfinite "
+    "where sum prod mean var std max min argmax argmin all any cumulative_sum matmul tensordot "
+    "vecdot matrix_transpose permute_dims expand_dims squeeze broadcast_to concat stack flip "
+    "tile repeat moveaxis take_along_axis zeros ones empty full zeros_like ones_like empty_like "
+    "full_like linspace eye astype from_dlpack reshape take arange"
+).split()
+
+
+def _scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: int = 0):
+    key = (slice(None),) * (axis % out.ndim) + (indices,)
+    np.add.at(out, key, values)
+    return out
+
+
+def _inplace_copy(src: Any, *, out: np.ndarray) -> np.ndarray:
+    np.copyto(out, src, casting="unsafe")
+    return out
+
+
+def _inplace_fill(value: Any, *, out: np.ndarray) -> np.ndarray:
+    out.fill(value)
+    return out
+
+
+class NumpyBackend(Backend):
+    """Arrays are ``numpy.ndarray`` on the host CPU."""
+
+    name = "numpy"
+    install_hint = "pip install arraycore"
+
+    @classmethod
+    def version(cls) -> str:
+        return f"numpy {np.__version__}"
+
+    @classmethod
+    def devices(cls) -> list[Device]:
+        return [Device("numpy", "cpu", "host CPU", {"float64": True, "float16": True})]
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, np.ndarray | np.generic)
+
+    def device_of(self, x: Array) -> Any:
+        return "cpu"
+
+    def from_numpy(self, a: np.ndarray) -> np.ndarray:
+        return np.array(a, copy=True)
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        return np.asarray(x)
+
+    def full(self, shape: Shape, fill_value: bool | int | float, dtype: np.dtype) -> np.ndarray:
+        return np.full(shape, fill_value, dtype=dtype)
+
+    def unary(self, op: str, x: Array, out: Array | None = None) -> Array:
+        return _UFUNCS[op](x, out=out)
+
+    def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> Array:
+        return _UFUNCS[op](x1, x2, out=out)
+
+    def where(self, condition: Array, x1: Array, x2: Array) -> Array:
+        return np.where(condition, x1, x2)
+
+    def astype(self, x: Array, dtype: np.dtype) -> Array:
+        return np.asarray(x).astype(dtype, copy=True)
+
+    def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+        return _REDUCTIONS[op](x, axis=axes, keepdims=keepdims)
+
+    def arg_reduce(self, op: str, x: Array, axis: int, keepdims: bool) -> Array:
+        fn = np.argmax if op == "argmax" else np.argmin
+        return fn(x, axis=axis, keepdims=keepdims).astype(np.int64, copy=False)
+
+    def matmul(self, x1: Array, x2: Array) -> Array:
+        return np.matmul(x1, x2)
+
+    def reshape(self, x: Array, shape: Shape) -> Array:
+        return np.reshape(x, shape)
+
+    def permute_dims(self, x: Array, axes: tuple[int, ...]) -> Array:
+        return np.permute_dims(x, axes)
+
+    def broadcast_to(self, x: Array, shape: Shape) -> Array:
+        return np.broadcast_to(x, shape)
+
+    def getitem(self, x: Array, key: Key) -> Array:
+        return np.asarray(x)[key]
+
+    def setitem(self, x: Array, key: Key, value: Array) -> None:
+        x[key] = value
+
+    def take(self, x: Array, indices: Array, axis: int) -> Array:
+        return np.take(x, indices, axis=axis)
+
+    def scatter_add(self, out: Array, indices: Array, values: Array, axis: int) -> None:
+        _scatter_add(out, indices, values, axis)
+
+    def rng_state(self, seed: int) -> np.random.Generator:
+        return np.random.Generator(np.random.PCG64(seed))
+
+    def rng_uniform(self, state: Any, shape: Shape, dtype: np.dtype) -> Array:
+        if dtype == np.float16:
+            return state.random(shape, dtype=np.float32).astype(np.float16)
+        return state.random(shape, dtype=dtype)
+
+    def overrides(self) -> dict[str, Callable[..., Any]]:
+        try:  # TODO(arraycore): drop the guard once the fast kernels land
+            from . import _numpy_nn
+        except ImportError:
+            _numpy_nn = None
+
+        table: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_AS_NUMPY}
+        table["to_numpy"] = self.to_numpy
+        for name, fn in _UFUNCS.items():
+            table[f"inplace.{name}"] = fn
+        table["inplace.copy"] = _inplace_copy
+        table["inplace.fill"] = _inplace_fill
+        table["inplace.scatter_add"] = _scatter_add
+        for name in getattr(_numpy_nn, "__all__", ()):
+            table[f"nn.{name}"] = getattr(_numpy_nn, name)
+        return table

@@ -1,0 +1,23 @@
+"""The errors arraycore raises about backends and devices."""
+
+from __future__ import annotations
+
+
+class BackendError(RuntimeError):
+    """Base class: something is wrong with the choice or use of a backend."""
+
+
+class BackendNotFoundError(BackendError):
+    """No backend of that name is known (neither built in nor an installed entry point)."""
+
+
+class BackendNotInstalledError(BackendError):
+    """A backend arraycore knows by name, whose distribution is not installed."""
+
+
+class BackendUnavailableError(BackendError):
+    """An installed backend that cannot run here (library or device missing)."""
+
+
+class BackendMismatchError(BackendError, ValueError):
+    """Arrays of two backends or two devices met in one call."""

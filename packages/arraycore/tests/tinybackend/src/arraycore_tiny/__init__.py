@@ -1,0 +1,142 @@
+"""A primitives-only arraycore backend over host memory, for testing the third-party path.
+
+It wraps NumPy buffers in its own array class so that nothing can silently take NumPy's own
+functions: every namespace function reaches the data only through the primitives below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from arraycore import ArrayBase
+from arraycore.backend import Array, Backend, Device, Key, Shape
+
+__version__ = "0.1.0"
+
+
+class TinyArray(ArrayBase):
+    """An array of the tiny backend: a private host buffer plus shape, dtype and device."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: np.ndarray) -> None:
+        self._data = data
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # type: ignore[override]
+        return tuple(self._data.shape)
+
+    @property
+    def dtype(self) -> np.dtype:  # type: ignore[override]
+        return self._data.dtype
+
+    @property
+    def device(self) -> str:  # type: ignore[override]
+        return "tiny0"
+
+
+def _d(x: TinyArray) -> np.ndarray:
+    return x._data
+
+
+_OPS = {
+    "negative": np.negative, "abs": np.abs, "sqrt": np.sqrt, "exp": np.exp, "expm1": np.expm1,
+    "log": np.log, "log1p": np.log1p, "tanh": np.tanh, "sin": np.sin, "cos": np.cos,
+    "sign": np.sign, "floor": np.floor, "ceil": np.ceil, "round": np.round,
+    "logical_not": np.logical_not, "isnan": np.isnan, "isinf": np.isinf, "add": np.add,
+    "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide,
+    "floor_divide": np.floor_divide, "remainder": np.remainder, "pow": np.power,
+    "maximum": np.maximum, "minimum": np.minimum, "equal": np.equal, "not_equal": np.not_equal,
+    "less": np.less, "less_equal": np.less_equal, "greater": np.greater,
+    "greater_equal": np.greater_equal, "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+}  # fmt: skip
+
+
+class TinyBackend(Backend):
+    """Only the required primitives; arraycore derives the rest."""
+
+    name = "tiny"
+    install_hint = "pip install packages/arraycore/tests/tinybackend"
+
+    @classmethod
+    def version(cls) -> str:
+        return f"arraycore-tiny {__version__}"
+
+    @classmethod
+    def devices(cls) -> list[Device]:
+        return [Device("tiny", "tiny0", "host memory (tiny test backend)", {"float64": True})]
+
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, TinyArray)
+
+    def device_of(self, x: Array) -> Any:
+        return "tiny0"
+
+    def from_numpy(self, a: np.ndarray) -> TinyArray:
+        return TinyArray(np.array(a, copy=True))
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        return np.array(_d(x), copy=True)
+
+    def full(self, shape: Shape, fill_value: bool | int | float, dtype: np.dtype) -> TinyArray:
+        return TinyArray(np.full(shape, fill_value, dtype=dtype))
+
+    def unary(self, op: str, x: Array, out: Array | None = None) -> TinyArray:
+        if out is not None:
+            _OPS[op](_d(x), out=_d(out))
+            return out
+        return TinyArray(np.asarray(_OPS[op](_d(x))))
+
+    def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> TinyArray:
+        if out is not None:
+            _OPS[op](_d(x1), _d(x2), out=_d(out))
+            return out
+        return TinyArray(np.asarray(_OPS[op](_d(x1), _d(x2))))
+
+    def where(self, condition: Array, x1: Array, x2: Array) -> TinyArray:
+        return TinyArray(np.where(_d(condition), _d(x1), _d(x2)))
+
+    def astype(self, x: Array, dtype: np.dtype) -> TinyArray:
+        return TinyArray(_d(x).astype(dtype, copy=True))
+
+    def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> TinyArray:
+        fn = getattr(np, op)
+        return TinyArray(np.asarray(fn(_d(x), axis=axes, keepdims=keepdims)))
+
+    def arg_reduce(self, op: str, x: Array, axis: int, keepdims: bool) -> TinyArray:
+        fn = np.argmax if op == "argmax" else np.argmin
+        return TinyArray(np.asarray(fn(_d(x), axis=axis, keepdims=keepdims), dtype=np.int64))
+
+    def matmul(self, x1: Array, x2: Array) -> TinyArray:
+        return TinyArray(np.matmul(_d(x1), _d(x2)))
+
+    def reshape(self, x: Array, shape: Shape) -> TinyArray:
+        return TinyArray(np.reshape(_d(x), shape))
+
+    def permute_dims(self, x: Array, axes: tuple[int, ...]) -> TinyArray:
+        return TinyArray(np.transpose(_d(x), axes))
+
+    def broadcast_to(self, x: Array, shape: Shape) -> TinyArray:
+        return TinyArray(np.broadcast_to(_d(x), shape))
+
+    def getitem(self, x: Array, key: Key) -> TinyArray:
+        return TinyArray(np.asarray(_d(x)[key]))
+
+    def setitem(self, x: Array, key: Key, value: Array) -> None:
+        _d(x)[key] = _d(value)
+
+    def take(self, x: Array, indices: Array, axis: int) -> TinyArray:
+        return TinyArray(np.take(_d(x), _d(indices), axis=axis))
+
+    def scatter_add(self, out: Array, indices: Array, values: Array, axis: int) -> None:
+        key = (slice(None),) * axis + (_d(indices),)
+        np.add.at(_d(out), key, _d(values))
+
+    def rng_state(self, seed: int) -> np.random.Generator:
+        return np.random.Generator(np.random.Philox(seed))
+
+    def rng_uniform(self, state: Any, shape: Shape, dtype: np.dtype) -> TinyArray:
+        return TinyArray(state.random(shape).astype(dtype))
