@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ._namespace import Namespace
-from .backend import Backend, BackendUnavailable
+from .backend import Backend, BackendUnavailable, DeviceNotFound
 from .errors import (
     BackendMismatchError,
     BackendNotFoundError,
@@ -63,7 +63,10 @@ _current: ContextVar[Namespace | None] = ContextVar("arraycore_backend", default
 
 
 def install_hint(name: str) -> str:
-    """The install command for a backend name (first-party or guessed for third parties)."""
+    """The install command for a backend: its own hint, the first-party one, or a template."""
+    cls = _classes.get(name)
+    if cls is not None and cls.install_hint:
+        return cls.install_hint
     known = KNOWN_BACKENDS.get(name)
     return known.install if known else f"pip install <the distribution that provides {name!r}>"
 
@@ -155,6 +158,8 @@ def namespace(backend: str | None = None, device: str | int | None = None) -> Na
         try:
             cls.probe()
             instance = cls(device)
+        except DeviceNotFound as exc:
+            raise BackendUnavailableError(str(exc)) from exc
         except BackendUnavailable as exc:
             raise BackendUnavailableError(
                 f"backend {backend!r} is installed but cannot run here: {exc}. "

@@ -105,6 +105,10 @@ class BackendUnavailable(Exception):
     """Raised by :meth:`Backend.probe` when the backend's library or device is missing."""
 
 
+class DeviceNotFound(BackendUnavailable):
+    """Raised by :meth:`Backend.select_device` when no device matches the selector."""
+
+
 class Backend(ABC):
     """Base class of every arraycore backend.
 
@@ -162,7 +166,7 @@ class Backend(ABC):
                 if text.lower() in dev.name.lower() or text == str(dev.id):
                     return dev
         listing = ", ".join(f"{i}: {d.name}" for i, d in enumerate(devices))
-        raise BackendUnavailable(
+        raise DeviceNotFound(
             f"backend {cls.name!r} has no device matching {selector!r}; devices are: {listing}"
         )
 

@@ -72,9 +72,6 @@ class TinyBackend(Backend):
     def owns(self, x: Any) -> bool:
         return isinstance(x, TinyArray)
 
-    def device_of(self, x: Array) -> Any:
-        return "tiny0"
-
     def from_numpy(self, a: np.ndarray) -> TinyArray:
         return TinyArray(np.array(a, copy=True))
 

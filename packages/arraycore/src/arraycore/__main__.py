@@ -1,0 +1,113 @@
+"""``python -m arraycore`` / ``arraycore``: inspect backends and run the conformance kit.
+
+    arraycore info                 backends, whether each is usable and why not, devices, versions
+    arraycore conformance NAME     run the conformance kit against backend NAME (pytest)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import metadata
+from typing import Any
+
+from . import _registry
+from .errors import BackendError
+
+
+def _distribution_of(ep: metadata.EntryPoint) -> str:
+    dist = getattr(ep, "dist", None)
+    if dist is not None:
+        return f"{dist.metadata['Name']} {dist.version}"
+    return "arraycore (built in)"
+
+
+def backend_report() -> list[dict[str, Any]]:
+    """One entry per discovered or first-party backend: name, usable, reason, devices, versions."""
+    rows: list[dict[str, Any]] = []
+    eps = _registry.entry_points()
+    names = list(eps) + [n for n in _registry.KNOWN_BACKENDS if n not in eps]
+    for name in names:
+        row: dict[str, Any] = {"name": name, "usable": False, "devices": [], "version": ""}
+        if name not in eps:
+            row["distribution"] = "not installed"
+            row["reason"] = f"not installed; install with: {_registry.install_hint(name)}"
+            rows.append(row)
+            continue
+        row["distribution"] = _distribution_of(eps[name])
+        try:
+            cls = _registry.backend_class(name)
+            row["version"] = cls.version()
+            cls.probe()
+            devices = cls.devices()
+            row["devices"] = [str(d) for d in devices]
+            row["usable"] = bool(devices)
+            row["reason"] = "" if devices else "no usable device"
+        except BackendError as exc:
+            row["reason"] = str(exc)
+        except Exception as exc:  # a broken third-party backend must not break `info`
+            cause = exc.__cause__ or exc
+            row["reason"] = f"{type(exc).__name__}: {exc}" + (
+                f" (caused by {type(cause).__name__}: {cause})" if cause is not exc else ""
+            )
+        rows.append(row)
+    return rows
+
+
+def info(stream: Any = None) -> int:
+    """Print what ``arraycore info`` shows; returns the exit status."""
+    out = stream or sys.stdout
+    import arraycore
+
+    print(f"arraycore {arraycore.__version__} (Array API {arraycore.__array_api_version__})", file=out)
+    backend, device = _registry._env_selection()
+    current = _registry._current.get()
+    try:
+        active = str(current or _registry.namespace())
+    except BackendError as exc:
+        active = f"{backend!r} (device {device!r}) -- NOT USABLE: {exc}"
+    print(f"active: {active}", file=out)
+    print(
+        f"  (from ${_registry.ENV_BACKEND}={backend!r}, ${_registry.ENV_DEVICE}={device!r})",
+        file=out,
+    )
+    print("backends:", file=out)
+    for row in backend_report():
+        status = "usable" if row["usable"] else "NOT USABLE"
+        print(f"  {row['name']}: {status} [{row['distribution']}]", file=out)
+        if row["version"]:
+            print(f"    versions: {row['version']}", file=out)
+        for dev in row["devices"]:
+            print(f"    device {dev}", file=out)
+        if not row["usable"]:
+            print(f"    why: {row['reason']}", file=out)
+    return 0
+
+
+def conformance(name: str, extra: list[str]) -> int:
+    """Run the conformance kit against backend ``name``; returns pytest's exit status."""
+    import pytest
+
+    args = ["--pyargs", "arraycore.testing.conformance", f"--arraycore-backend={name}", *extra]
+    return int(pytest.main(args))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``arraycore`` console script."""
+    parser = argparse.ArgumentParser(prog="arraycore", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command")
+    sub.add_parser("info", help="list backends, devices, versions and the active one")
+    conf = sub.add_parser("conformance", help="run the conformance kit against a backend")
+    conf.add_argument("backend", help="entry-point name of the backend, e.g. numpy, cuda, opencl")
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "conformance":
+        return conformance(args.backend, extra)
+    if args.command in (None, "info"):
+        if extra:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        return info()
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

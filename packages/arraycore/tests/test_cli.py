@@ -1,0 +1,63 @@
+"""``python -m arraycore info`` and the ``arraycore`` console script."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("ARRAYCORE_")}
+    full_env.update(env or {})
+    return subprocess.run(args, capture_output=True, text=True, env=full_env, timeout=120)
+
+
+def test_info_lists_backends_devices_versions_and_active() -> None:
+    result = run(sys.executable, "-m", "arraycore", "info")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "active: <arraycore namespace 'numpy'" in out
+    assert "numpy: usable" in out
+    assert "device numpy:cpu (host CPU)" in out
+    assert "versions: numpy 2." in out
+    assert "tiny: usable [arraycore-tiny 0.1.0]" in out
+    # first-party backends that are absent say why and how to install them
+    for name, hint in (("cuda", "arraycore[cuda12]"), ("opencl", "arraycore[opencl]")):
+        line = next(line for line in out.splitlines() if line.startswith(f"  {name}:"))
+        if "NOT USABLE" in line:
+            why = out.split(line, 1)[1].splitlines()[1]
+            assert "why:" in why
+            assert hint in why or "cannot run here" in why
+
+
+def test_info_shows_the_environment_choice() -> None:
+    result = run(sys.executable, "-m", "arraycore", "info", env={"ARRAYCORE_BACKEND": "tiny"})
+    assert result.returncode == 0, result.stderr
+    assert "active: <arraycore namespace 'tiny'" in result.stdout
+
+
+def test_info_survives_an_unusable_selection() -> None:
+    result = run(
+        sys.executable, "-m", "arraycore", "info", env={"ARRAYCORE_BACKEND": "nosuchbackend"}
+    )
+    assert result.returncode == 0, result.stderr
+    assert "NOT USABLE: unknown backend 'nosuchbackend'" in result.stdout
+
+
+def test_console_script_is_installed() -> None:
+    script = shutil.which("arraycore", path=os.path.dirname(sys.executable))
+    if script is None:
+        pytest.skip("arraycore is not installed as a distribution in this environment")
+    result = run(script, "info")
+    assert result.returncode == 0, result.stderr
+    assert "backends:" in result.stdout
+
+
+def test_unknown_command_is_an_error() -> None:
+    result = run(sys.executable, "-m", "arraycore", "frobnicate")
+    assert result.returncode == 2
+    assert "invalid choice" in result.stderr

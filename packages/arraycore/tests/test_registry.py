@@ -1,0 +1,195 @@
+"""Discovery, selection precedence and the errors of arraycore's backend registry."""
+
+from __future__ import annotations
+
+import threading
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+import arraycore
+from arraycore import _registry
+from arraycore.errors import (
+    BackendMismatchError,
+    BackendNotFoundError,
+    BackendNotInstalledError,
+    BackendUnavailableError,
+)
+
+pytestmark = pytest.mark.usefixtures("clean_env")
+
+
+def test_default_backend_is_numpy() -> None:
+    xp = arraycore.namespace()
+    assert xp.name == "numpy"
+    assert isinstance(arraycore.zeros(3), np.ndarray)
+
+
+def test_environment_selects_backend_and_device(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("ARRAYCORE_BACKEND", "tiny")
+    clean_env.setenv("ARRAYCORE_DEVICE", "0")
+    xp = arraycore.namespace()
+    assert xp.name == "tiny"
+    assert xp.device.id == "tiny0"
+    assert type(arraycore.ones(2)).__name__ == "TinyArray"
+
+
+def test_resolution_happens_at_first_use_not_import(clean_env: pytest.MonkeyPatch) -> None:
+    # The variable is read when a call needs a backend, so setting it after import works.
+    clean_env.setenv("ARRAYCORE_BACKEND", "tiny")
+    assert arraycore.namespace().name == "tiny"
+    clean_env.setenv("ARRAYCORE_BACKEND", "numpy")
+    assert arraycore.namespace().name == "numpy"
+
+
+def test_use_overrides_environment_and_nests(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("ARRAYCORE_BACKEND", "numpy")
+    with arraycore.use("tiny") as xp:
+        assert xp.name == "tiny"
+        assert arraycore.namespace() is xp
+        with arraycore.use("numpy"):
+            assert arraycore.namespace().name == "numpy"
+        assert arraycore.namespace() is xp
+    assert arraycore.namespace().name == "numpy"
+
+
+def test_use_is_per_thread() -> None:
+    seen: dict[str, str] = {}
+    ready = threading.Event()
+    done = threading.Event()
+
+    def other_thread() -> None:
+        ready.wait()
+        seen["other"] = arraycore.namespace().name
+        done.set()
+
+    thread = threading.Thread(target=other_thread)
+    thread.start()
+    with arraycore.use("tiny"):
+        ready.set()
+        done.wait(10)
+        seen["main"] = arraycore.namespace().name
+    thread.join()
+    assert seen == {"main": "tiny", "other": "numpy"}
+
+
+def test_arrays_take_precedence_over_context() -> None:
+    a = np.ones(3)
+    with arraycore.use("tiny"):
+        result = arraycore.add(a, 1.0)
+    assert isinstance(result, np.ndarray)
+    np.testing.assert_array_equal(result, [2.0, 2.0, 2.0])
+
+
+def test_mixing_backends_is_an_error() -> None:
+    tiny = arraycore.namespace("tiny").ones(3)
+    with pytest.raises(BackendMismatchError, match=r"two backends.*TinyArray.*ndarray"):
+        arraycore.add(tiny, np.ones(3))
+    with pytest.raises(BackendMismatchError, match="backend 'tiny'"):
+        arraycore.namespace("tiny").add(tiny, np.ones(3))
+    with pytest.raises(BackendMismatchError):
+        arraycore.concat([np.ones(2), tiny])
+
+
+def test_asarray_refuses_another_backends_array() -> None:
+    tiny = arraycore.namespace("tiny").ones(3)
+    with pytest.raises(BackendMismatchError, match="from_dlpack"):
+        arraycore.namespace("numpy").asarray(tiny)
+
+
+def test_unknown_backend_names_installed_ones() -> None:
+    with pytest.raises(BackendNotFoundError) as info:
+        arraycore.namespace("nosuchbackend")
+    message = str(info.value)
+    assert "'nosuchbackend'" in message
+    assert "numpy" in message and "tiny" in message
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_unknown_backend_from_environment(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("ARRAYCORE_BACKEND", "nosuchbackend")
+    with pytest.raises(BackendNotFoundError, match="ARRAYCORE_BACKEND"):
+        arraycore.zeros(2)
+
+
+@pytest.mark.parametrize(
+    ("name", "command"),
+    [("cuda", 'pip install "arraycore[cuda12]"'), ("opencl", 'pip install "arraycore[opencl]"')],
+)
+def test_first_party_backend_not_installed(name: str, command: str) -> None:
+    try:
+        metadata.distribution(f"arraycore-{name}")
+    except metadata.PackageNotFoundError:
+        pass
+    else:
+        pytest.skip(f"arraycore-{name} is installed in this environment")
+    with pytest.raises(BackendNotInstalledError) as info:
+        arraycore.namespace(name)
+    assert f"backend {name!r} is not installed" in str(info.value)
+    assert command in str(info.value)
+    assert isinstance(info.value.__cause__, metadata.PackageNotFoundError)
+
+
+def _register(monkeypatch: pytest.MonkeyPatch, name: str, target: str) -> None:
+    """Add an entry point as an installed distribution would, for this test only."""
+    real = _registry.entry_points
+
+    def with_extra() -> dict[str, metadata.EntryPoint]:
+        found = real()
+        found[name] = metadata.EntryPoint(name, target, _registry.ENTRY_POINT_GROUP)
+        return found
+
+    monkeypatch.setattr(_registry, "entry_points", with_extra)
+    monkeypatch.delitem(_registry._classes, name, raising=False)
+
+
+def test_installed_backend_without_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    _register(monkeypatch, "nodevice", "_broken_backends:NoDeviceBackend")
+    with pytest.raises(BackendUnavailableError) as info:
+        arraycore.namespace("nodevice")
+    message = str(info.value)
+    assert "'nodevice'" in message and "no usable device" in message
+    assert "pip install nodevice-backend" in message
+    assert info.value.__cause__ is not None
+
+
+def test_installed_backend_missing_its_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    _register(monkeypatch, "missinglib", "_broken_backends:MissingLibraryBackend")
+    with pytest.raises(BackendUnavailableError) as info:
+        arraycore.namespace("missinglib")
+    assert "arraycore_library_that_does_not_exist" in str(info.value)
+    assert "pip install missinglib-backend" in str(info.value)
+    assert isinstance(info.value.__cause__.__cause__, ImportError)
+
+
+def test_entry_point_that_fails_to_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    _register(monkeypatch, "brokenimport", "no_such_module_anywhere:Backend")
+    with pytest.raises(BackendUnavailableError, match="failed to import") as info:
+        arraycore.namespace("brokenimport")
+    assert isinstance(info.value.__cause__, ModuleNotFoundError)
+
+
+def test_entry_point_that_is_not_a_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    _register(monkeypatch, "notabackend", "_broken_backends:NotABackend")
+    with pytest.raises(BackendUnavailableError, match="is not an arraycore.backend.Backend"):
+        arraycore.namespace("notabackend")
+
+
+def test_no_silent_fallback_to_numpy(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("ARRAYCORE_BACKEND", "cuda")
+    try:
+        xp = arraycore.namespace()
+    except arraycore.BackendError:
+        return
+    assert xp.name == "cuda"  # a machine with a GPU and arraycore-cuda: really CUDA
+
+
+def test_bad_device_selector_lists_devices() -> None:
+    with pytest.raises(BackendUnavailableError, match=r"no device matching 7; devices are: 0: host CPU"):
+        arraycore.namespace("numpy", device=7)
+
+
+def test_namespaces_are_cached_per_backend_and_device() -> None:
+    assert arraycore.namespace("numpy") is arraycore.namespace("numpy", device="cpu")
+    assert arraycore.namespace("numpy") is arraycore.namespace("numpy", device=0)
