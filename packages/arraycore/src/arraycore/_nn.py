@@ -1,0 +1,659 @@
+"""Reference neural-network kernels, written once against an array namespace ``xp``.
+
+Every function takes the namespace as its first argument and uses only what the Python Array
+API standard (2024.12) offers: creation (``zeros``, ``full``, ``arange``, ``asarray``),
+element-wise functions, ``max``/``sum`` reductions, ``matmul``/``tensordot``, ``reshape``,
+``permute_dims``, ``stack``, ``expand_dims``, ``where``, ``astype``, and basic slicing of arrays
+(``x[:, :, i::s, j::s]``, ``y[...] = v``, ``y[key] += v``). No NumPy-only function, no fancy
+indexing, no strides, no ``out=``. So a backend that implements only arraycore's primitives
+gets every kernel below, and ``numpy`` itself can be passed as ``xp``.
+
+:class:`arraycore.Namespace` exposes them as ``xp.nn.<name>(...)`` (``xp`` filled in); backends
+replace them with real kernels (cuDNN, CLBlast, the NumPy backend's ``_numpy_nn``) that must agree
+with these within the conformance kit's tolerances and break ties the same way.
+
+Layout and conventions (those of PyTorch and cuDNN):
+
+- Images are NCHW: ``(batch, channels, height, width)``.
+- Convolution is cross-correlation (the kernel is not flipped), weights ``(O, C, KH, KW)``;
+  transposed convolution takes weights ``(C_in, C_out, KH, KW)``.
+- ``stride`` and ``dilation`` are an int or a pair ``(h, w)``, all >= 1.
+- ``padding`` is an int (all four sides), a pair ``(ph, pw)`` (top = bottom = ph, left = right =
+  pw), or explicit ``((top, bottom), (left, right))``, all >= 0. Convolution pads with zeros,
+  max pooling with -inf, average pooling with zeros.
+- Output sizes round down: ``out = (in + pad_before + pad_after - dilation*(k-1) - 1) // stride
+  + 1``. Input rows and columns beyond the last window are unused; their gradient is zero.
+
+Errors are raised before any computation and name the op and the shapes. No function reads an
+array's values on the host (no synchronisation).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+Array = Any
+Namespace = Any
+IntPair = tuple[int, int]
+Padding2d = tuple[IntPair, IntPair]
+
+__all__ = [
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "conv2d",
+    "conv2d_backward_data",
+    "conv2d_backward_filter",
+    "conv2d_transpose",
+    "log_softmax",
+    "logsumexp",
+    "max_pool2d",
+    "max_pool2d_backward",
+    "one_hot",
+    "softmax",
+]
+
+
+# -- argument checking (shapes only, shared with the backends' fast kernels) --------------------
+def _int(value: Any, op: str, name: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be an int, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{op}: {name} must be an int, got {value!r}") from None
+
+
+def pair(value: Any, op: str, name: str, minimum: int) -> IntPair:
+    """``value`` (an int or a pair of ints) as ``(h, w)``; each must be >= ``minimum``."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if len(value) != 2:
+            raise ValueError(f"{op}: {name} must be an int or a pair (h, w), got {value!r}")
+        result = (_int(value[0], op, name), _int(value[1], op, name))
+    else:
+        v = _int(value, op, name)
+        result = (v, v)
+    if min(result) < minimum:
+        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+    return result
+
+
+def padding2d(value: Any, op: str) -> Padding2d:
+    """``padding`` as ``((top, bottom), (left, right))`` from an int, a pair or that form."""
+    form = "an int, (ph, pw) or ((top, bottom), (left, right)) of ints >= 0"
+    explicit = (
+        isinstance(value, Sequence)
+        and len(value) == 2
+        and all(isinstance(v, Sequence) and not isinstance(v, str) for v in value)
+    )
+    try:
+        if explicit:
+            if len(value[0]) != 2 or len(value[1]) != 2:
+                raise ValueError
+            (t, b), (left, right) = value
+            pads = (
+                (_int(t, op, "padding"), _int(b, op, "padding")),
+                (_int(left, op, "padding"), _int(right, op, "padding")),
+            )
+            if min(pads[0] + pads[1]) < 0:
+                raise ValueError
+            return pads
+        ph, pw = pair(value, op, "padding", 0)
+    except TypeError:
+        raise TypeError(f"{op}: padding must be {form}, got {value!r}") from None
+    except ValueError:
+        raise ValueError(f"{op}: padding must be {form}, got {value!r}") from None
+    return (ph, ph), (pw, pw)
+
+
+def _shape4(shape: Any, op: str, name: str, layout: str) -> tuple[int, int, int, int]:
+    dims = tuple(int(s) for s in shape)
+    if len(dims) != 4:
+        raise ValueError(f"{op}: {name} must be 4-D {layout}, got shape {dims}")
+    return dims[0], dims[1], dims[2], dims[3]
+
+
+@dataclass(frozen=True)
+class Window2d:
+    """Where the sliding windows of a convolution or pooling lie in the padded input.
+
+    ``n, c, h, w`` is the (unpadded) image the windows slide over; ``out_h, out_w`` the number
+    of window positions; kernel position ``(i, j)`` of window ``(p, q)`` reads padded pixel
+    ``(p*stride_h + i*dilation_h, q*stride_w + j*dilation_w)``.
+    """
+
+    n: int
+    c: int
+    h: int
+    w: int
+    kh: int
+    kw: int
+    stride: IntPair
+    pads: Padding2d
+    dilation: IntPair
+    out_h: int
+    out_w: int
+
+    @property
+    def padded_h(self) -> int:
+        return self.h + self.pads[0][0] + self.pads[0][1]
+
+    @property
+    def padded_w(self) -> int:
+        return self.w + self.pads[1][0] + self.pads[1][1]
+
+    @property
+    def padded(self) -> bool:
+        return any(self.pads[0] + self.pads[1])
+
+    def window_slices(self, i: int, j: int) -> tuple[slice, slice]:
+        """The (rows, cols) basic slices of the padded image that kernel position (i, j) reads."""
+        (sh, sw), (dh, dw) = self.stride, self.dilation
+        h0, w0 = i * dh, j * dw
+        return (
+            slice(h0, h0 + sh * (self.out_h - 1) + 1, sh),
+            slice(w0, w0 + sw * (self.out_w - 1) + 1, sw),
+        )
+
+    def interior(self) -> tuple[slice, slice]:
+        """The (rows, cols) slices of the padded image that hold the image itself."""
+        (t, _), (left, _) = self.pads
+        return slice(t, t + self.h), slice(left, left + self.w)
+
+
+def _out_size(size: int, before: int, after: int, k: int, stride: int, dilation: int) -> int:
+    return (size + before + after - dilation * (k - 1) - 1) // stride + 1
+
+
+def conv_window(
+    op: str, x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any
+) -> Window2d:
+    """Check the arguments of :func:`conv2d` (and its gradients) and return its windows."""
+    n, c, h, w = _shape4(x_shape, op, "x", "(N, C, H, W)")
+    o, wc, kh, kw = _shape4(w_shape, op, "w", "(O, C, KH, KW)")
+    s = pair(stride, op, "stride", 1)
+    d = pair(dilation, op, "dilation", 1)
+    pads = padding2d(padding, op)
+    if wc != c:
+        raise ValueError(
+            f"{op}: x of shape {(n, c, h, w)} has {c} channels but w of shape "
+            f"{(o, wc, kh, kw)} expects {wc}"
+        )
+    if kh < 1 or kw < 1:
+        raise ValueError(f"{op}: w of shape {(o, wc, kh, kw)} has an empty kernel")
+    out_h = _out_size(h, *pads[0], kh, s[0], d[0])
+    out_w = _out_size(w, *pads[1], kw, s[1], d[1])
+    if out_h < 1 or out_w < 1:
+        span = (d[0] * (kh - 1) + 1, d[1] * (kw - 1) + 1)
+        padded = (h + sum(pads[0]), w + sum(pads[1]))
+        raise ValueError(
+            f"{op}: kernel {(kh, kw)} with dilation {d} spans {span}, larger than the padded "
+            f"input {padded} (x of shape {(n, c, h, w)}, padding {pads})"
+        )
+    return Window2d(n, c, h, w, kh, kw, s, pads, d, out_h, out_w)
+
+
+def conv_transpose_window(
+    op: str,
+    x_shape: Any,
+    w_shape: Any,
+    stride: Any,
+    padding: Any,
+    dilation: Any,
+    output_padding: Any,
+) -> Window2d:
+    """Check the arguments of :func:`conv2d_transpose`; the windows lie in its *output*."""
+    n, cin, h, w = _shape4(x_shape, op, "x", "(N, C_in, H, W)")
+    wcin, cout, kh, kw = _shape4(w_shape, op, "w", "(C_in, C_out, KH, KW)")
+    s = pair(stride, op, "stride", 1)
+    d = pair(dilation, op, "dilation", 1)
+    pads = padding2d(padding, op)
+    op_h, op_w = pair(output_padding, op, "output_padding", 0)
+    if wcin != cin:
+        raise ValueError(
+            f"{op}: x of shape {(n, cin, h, w)} has {cin} channels but w of shape "
+            f"{(wcin, cout, kh, kw)} expects {wcin}"
+        )
+    if kh < 1 or kw < 1 or h < 1 or w < 1:
+        raise ValueError(
+            f"{op}: x of shape {(n, cin, h, w)} and w of shape {(wcin, cout, kh, kw)} need "
+            "non-empty images and kernels"
+        )
+    if op_h >= max(s[0], d[0]) or op_w >= max(s[1], d[1]):
+        raise ValueError(
+            f"{op}: output_padding {(op_h, op_w)} must be smaller than stride {s} or dilation {d}"
+        )
+    out_h = (h - 1) * s[0] - sum(pads[0]) + d[0] * (kh - 1) + op_h + 1
+    out_w = (w - 1) * s[1] - sum(pads[1]) + d[1] * (kw - 1) + op_w + 1
+    if out_h < 1 or out_w < 1:
+        raise ValueError(
+            f"{op}: padding {pads} leaves no output for x of shape {(n, cin, h, w)} and w of "
+            f"shape {(wcin, cout, kh, kw)} (output size {(out_h, out_w)})"
+        )
+    # the adjoint conv2d slides a (C_out -> C_in) kernel over the output image
+    return Window2d(n, cout, out_h, out_w, kh, kw, s, pads, d, h, w)
+
+
+def pool_window(op: str, x_shape: Any, kernel_size: Any, stride: Any, padding: Any) -> Window2d:
+    """Check the arguments of the pooling kernels and return their windows."""
+    n, c, h, w = _shape4(x_shape, op, "x", "(N, C, H, W)")
+    k = pair(kernel_size, op, "kernel_size", 1)
+    s = k if stride is None else pair(stride, op, "stride", 1)
+    pads = padding2d(padding, op)
+    if max(pads[0]) >= k[0] or max(pads[1]) >= k[1]:
+        raise ValueError(
+            f"{op}: padding {pads} must be smaller than kernel_size {k} on every side, or a "
+            "window would hold only padding"
+        )
+    out_h = _out_size(h, *pads[0], k[0], s[0], 1)
+    out_w = _out_size(w, *pads[1], k[1], s[1], 1)
+    if out_h < 1 or out_w < 1:
+        padded = (h + sum(pads[0]), w + sum(pads[1]))
+        raise ValueError(
+            f"{op}: kernel_size {k} is larger than the padded input {padded} (x of shape "
+            f"{(n, c, h, w)}, padding {pads})"
+        )
+    return Window2d(n, c, h, w, k[0], k[1], s, pads, (1, 1), out_h, out_w)
+
+
+def check_output_shape(op: str, name: str, shape: Any, win: Window2d, channels: int) -> None:
+    """Raise unless ``shape`` is the ``(N, channels, out_h, out_w)`` that ``win`` produces."""
+    want = (win.n, channels, win.out_h, win.out_w)
+    if tuple(shape) != want:
+        raise ValueError(f"{op}: {name} has shape {tuple(shape)}, expected {want}")
+
+
+def check_float(op: str, isdtype: Any, **arrays: Array) -> None:
+    """Raise unless all ``arrays`` share one real floating dtype (``isdtype``: xp.isdtype)."""
+    dtypes = {name: a.dtype for name, a in arrays.items()}
+    for name, dt in dtypes.items():
+        if not isdtype(dt, "real floating"):
+            raise TypeError(f"{op}: {name} must have a real floating dtype, got {dt}")
+    if len(set(dtypes.values())) > 1:
+        listing = ", ".join(f"{name} {dt}" for name, dt in dtypes.items())
+        raise TypeError(f"{op}: dtypes differ ({listing}); cast them to one dtype first")
+
+
+# -- shared building blocks ---------------------------------------------------------------------
+def _pad(xp: Namespace, x: Array, win: Window2d, fill: float) -> Array:
+    if not win.padded:
+        return x
+    xpad = xp.full((win.n, win.c, win.padded_h, win.padded_w), fill, dtype=x.dtype)
+    rows, cols = win.interior()
+    xpad[:, :, rows, cols] = x
+    return xpad
+
+
+def _crop(xpad: Array, win: Window2d) -> Array:
+    if not win.padded:
+        return xpad
+    rows, cols = win.interior()
+    return xpad[:, :, rows, cols]
+
+
+def _im2col(xp: Namespace, x: Array, win: Window2d) -> Array:
+    """``(N, C*KH*KW, out_h*out_w)``: column ``(c, i, j)`` holds what kernel tap (i, j) sees."""
+    xpad = _pad(xp, x, win, 0)
+    patches = []
+    for i in range(win.kh):
+        for j in range(win.kw):
+            rows, cols = win.window_slices(i, j)
+            patches.append(xpad[:, :, rows, cols])
+    cols_ = xp.stack(patches, axis=2)
+    return xp.reshape(cols_, (win.n, win.c * win.kh * win.kw, win.out_h * win.out_w))
+
+
+def _col2im(xp: Namespace, cols: Array, win: Window2d) -> Array:
+    """The adjoint of :func:`_im2col`: add each column back where it was read from."""
+    cols = xp.reshape(cols, (win.n, win.c, win.kh * win.kw, win.out_h, win.out_w))
+    xpad = xp.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=cols.dtype)
+    for i in range(win.kh):
+        for j in range(win.kw):
+            rows, cols_ = win.window_slices(i, j)
+            xpad[:, :, rows, cols_] += cols[:, :, i * win.kw + j]
+    return _crop(xpad, win)
+
+
+# -- convolution ----------------------------------------------------------------------------------
+def conv2d(
+    xp: Namespace, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+) -> Array:
+    """2-D cross-correlation of NCHW images with ``(O, C, KH, KW)`` weights, zero padding.
+
+    ``y[n, o, p, q] = sum_{c,i,j} xpad[n, c, p*sh + i*dh, q*sw + j*dw] * w[o, c, i, j]``, shape
+    ``(N, O, out_h, out_w)``. ``x`` and ``w`` share a real floating dtype. Computed as im2col
+    (one strided slice of the padded input per kernel tap) and one batched matmul.
+
+    >>> import numpy as np
+    >>> conv2d(np, np.ones((1, 1, 4, 4)), np.ones((2, 1, 3, 3)), padding=1)[0, 0, 0].tolist()
+    [4.0, 6.0, 6.0, 4.0]
+    """
+    win = conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+    check_float("conv2d", xp.isdtype, x=x, w=w)
+    o = int(w.shape[0])
+    cols = _im2col(xp, x, win)
+    w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
+    y = xp.matmul(w2, cols)
+    return xp.reshape(y, (win.n, o, win.out_h, win.out_w))
+
+
+def conv2d_backward_data(
+    xp: Namespace,
+    dy: Array,
+    w: Array,
+    x_shape: Sequence[int],
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+) -> Array:
+    """Gradient of :func:`conv2d` with respect to ``x``: ``dx`` of shape ``x_shape``.
+
+    ``dy`` has the shape of ``conv2d``'s output. ``x_shape`` is needed because several input
+    sizes give the same output size when ``stride > 1``; rows and columns that no window reads
+    get zero. Computed as one matmul and col2im (a strided add per kernel tap).
+    """
+    op = "conv2d_backward_data"
+    win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
+    o = int(w.shape[0])
+    check_output_shape(op, "dy", dy.shape, win, o)
+    check_float(op, xp.isdtype, dy=dy, w=w)
+    w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
+    dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
+    cols = xp.matmul(xp.permute_dims(w2, (1, 0)), dy2)
+    return _col2im(xp, cols, win)
+
+
+def conv2d_backward_filter(
+    xp: Namespace,
+    x: Array,
+    dy: Array,
+    w_shape: Sequence[int],
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+) -> Array:
+    """Gradient of :func:`conv2d` with respect to ``w``: ``dw`` of shape ``w_shape``.
+
+    ``dw[o, c, i, j] = sum_{n,p,q} dy[n, o, p, q] * xpad[n, c, p*sh + i*dh, q*sw + j*dw]``:
+    im2col of ``x`` and one tensordot over batch and output positions.
+    """
+    op = "conv2d_backward_filter"
+    win = conv_window(op, x.shape, w_shape, stride, padding, dilation)
+    o = int(w_shape[0])
+    check_output_shape(op, "dy", dy.shape, win, o)
+    check_float(op, xp.isdtype, x=x, dy=dy)
+    cols = _im2col(xp, x, win)
+    dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
+    dw = xp.tensordot(dy2, cols, axes=((0, 2), (0, 2)))
+    return xp.reshape(dw, (o, win.c, win.kh, win.kw))
+
+
+def conv2d_transpose(
+    xp: Namespace,
+    x: Array,
+    w: Array,
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    output_padding: Any = 0,
+) -> Array:
+    """Transposed convolution (PyTorch's ``ConvTranspose2d``), weights ``(C_in, C_out, KH, KW)``.
+
+    Each input pixel scatters ``x[n, ci, p, q] * w[ci, co, i, j]`` to output pixel
+    ``(p*sh + i*dh - top, q*sw + j*dw - left)``; the output has size
+    ``(H-1)*sh - top - bottom + dh*(KH-1) + output_padding_h + 1`` (likewise for the width).
+    It is the adjoint of :func:`conv2d` with the same weights, stride, padding and dilation:
+    ``conv2d_transpose(dy, w) == conv2d_backward_data(dy, w, x_shape)``. ``output_padding``
+    (extra rows/columns at the bottom/right) must be smaller than the stride or the dilation.
+    """
+    op = "conv2d_transpose"
+    win = conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
+    check_float(op, xp.isdtype, x=x, w=w)
+    cin = int(w.shape[0])
+    w2 = xp.reshape(w, (cin, win.c * win.kh * win.kw))
+    x2 = xp.reshape(x, (win.n, cin, win.out_h * win.out_w))
+    cols = xp.matmul(xp.permute_dims(w2, (1, 0)), x2)
+    return _col2im(xp, cols, win)
+
+
+# -- pooling ----------------------------------------------------------------------------------------
+def _pool_taps(win: Window2d) -> list[tuple[slice, slice]]:
+    return [win.window_slices(i, j) for i in range(win.kh) for j in range(win.kw)]
+
+
+def max_pool2d(
+    xp: Namespace, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
+) -> Array:
+    """Maximum over each ``kernel_size`` window of NCHW ``x``; padding counts as -inf.
+
+    ``stride`` defaults to ``kernel_size``; each padding must be smaller than the kernel, so
+    every window holds at least one pixel. NaN propagates. Output ``(N, C, out_h, out_w)``.
+    """
+    win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
+    check_float("max_pool2d", xp.isdtype, x=x)
+    xpad = _pad(xp, x, win, -float("inf"))
+    taps = _pool_taps(win)
+    if len(taps) == 1:
+        rows, cols = taps[0]
+        return xp.astype(xpad[:, :, rows, cols], x.dtype, copy=True)
+    y = None
+    for rows, cols in taps:
+        tap = xpad[:, :, rows, cols]
+        y = tap if y is None else xp.maximum(y, tap)
+    return y
+
+
+def max_pool2d_backward(
+    xp: Namespace,
+    dy: Array,
+    x: Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+) -> Array:
+    """Gradient of :func:`max_pool2d` with respect to ``x``.
+
+    Each window passes its ``dy`` to its *first* maximal pixel in row-major window order (the
+    first NaN if the window holds one), as ``argmax`` would pick it; overlapping windows
+    accumulate. Padding never receives gradient.
+    """
+    op = "max_pool2d_backward"
+    win = pool_window(op, x.shape, kernel_size, stride, padding)
+    check_output_shape(op, "dy", dy.shape, win, win.c)
+    check_float(op, xp.isdtype, dy=dy, x=x)
+    xpad = _pad(xp, x, win, -float("inf"))
+    y = max_pool2d(xp, x, kernel_size, stride, padding)
+    valid = None
+    if win.padded:
+        # a window whose pixels are all -inf must not pick the -inf padding before them
+        valid = xp.zeros((1, 1, win.padded_h, win.padded_w), dtype=xp.bool)
+        rows, cols = win.interior()
+        valid[:, :, rows, cols] = True
+    dxpad = xp.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=dy.dtype)
+    zero = xp.zeros((), dtype=dy.dtype)
+    taken = None
+    for rows, cols in _pool_taps(win):
+        tap = xpad[:, :, rows, cols]
+        hit = xp.logical_or(xp.equal(tap, y), xp.isnan(tap))
+        if valid is not None:
+            hit = xp.logical_and(hit, valid[:, :, rows, cols])
+        if taken is None:
+            first, taken = hit, hit
+        else:
+            first = xp.logical_and(hit, xp.logical_not(taken))
+            taken = xp.logical_or(taken, hit)
+        dxpad[:, :, rows, cols] += xp.where(first, dy, zero)
+    return _crop(dxpad, win)
+
+
+def _avg_divisor(xp: Namespace, win: Window2d, count_include_pad: bool, dtype: Any) -> Any:
+    """What each window's sum is divided by: a Python number, or an (out_h, out_w) array."""
+    if count_include_pad or not win.padded:
+        return float(win.kh * win.kw)
+
+    # the number of real pixels in a window is separable: rows in it times columns in it
+    def counts(size: int, before: int, k: int, stride: int, n_out: int) -> list[float]:
+        starts = [p * stride - before for p in range(n_out)]
+        return [float(min(s + k, size) - max(s, 0)) for s in starts]
+
+    rows = counts(win.h, win.pads[0][0], win.kh, win.stride[0], win.out_h)
+    cols = counts(win.w, win.pads[1][0], win.kw, win.stride[1], win.out_w)
+    rows_ = xp.reshape(xp.asarray(rows, dtype=dtype), (win.out_h, 1))
+    cols_ = xp.reshape(xp.asarray(cols, dtype=dtype), (1, win.out_w))
+    return rows_ * cols_
+
+
+def avg_pool2d(
+    xp: Namespace,
+    x: Array,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    count_include_pad: bool = True,
+) -> Array:
+    """Mean over each ``kernel_size`` window of NCHW ``x`` (zero padding).
+
+    With ``count_include_pad`` (the default, as in PyTorch) every window is divided by
+    ``KH*KW``; without it, by the number of real pixels it covers. ``stride`` defaults to
+    ``kernel_size``; each padding must be smaller than the kernel.
+    """
+    win = pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
+    check_float("avg_pool2d", xp.isdtype, x=x)
+    xpad = _pad(xp, x, win, 0)
+    total = None
+    for rows, cols in _pool_taps(win):
+        tap = xpad[:, :, rows, cols]
+        total = tap if total is None else total + tap
+    return total / _avg_divisor(xp, win, count_include_pad, x.dtype)
+
+
+def avg_pool2d_backward(
+    xp: Namespace,
+    dy: Array,
+    x_shape: Sequence[int],
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    count_include_pad: bool = True,
+) -> Array:
+    """Gradient of :func:`avg_pool2d` with respect to ``x``, of shape ``x_shape``."""
+    op = "avg_pool2d_backward"
+    win = pool_window(op, x_shape, kernel_size, stride, padding)
+    check_output_shape(op, "dy", dy.shape, win, win.c)
+    check_float(op, xp.isdtype, dy=dy)
+    share = dy / _avg_divisor(xp, win, count_include_pad, dy.dtype)
+    dxpad = xp.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=dy.dtype)
+    for rows, cols in _pool_taps(win):
+        dxpad[:, :, rows, cols] += share
+    return _crop(dxpad, win)
+
+
+# -- softmax family -----------------------------------------------------------------------------
+def _axis_tuple(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+    axes = (
+        tuple(range(ndim)) if axis is None else (axis,) if not isinstance(axis, Sequence) else axis
+    )
+    result = []
+    for a in axes:
+        a = _int(a, op, "axis")
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
+        result.append(a % ndim)
+    if len(set(result)) != len(result):
+        raise ValueError(f"{op}: repeated axis in {axis!r}")
+    return tuple(result)
+
+
+def _shifted(xp: Namespace, x: Array, axes: tuple[int, ...]) -> tuple[Array, Array, Array]:
+    """``(x - shift, shift, max)`` with the max over ``axes`` (keepdims) as shift.
+
+    Where the max is not finite (every entry -inf, or a +inf or NaN entry), the shift is NaN,
+    so ``exp`` neither overflows nor warns and those slices come out NaN.
+    """
+    m = xp.max(x, axis=axes, keepdims=True)
+    shift = xp.where(xp.isfinite(m), m, xp.nan)
+    return x - shift, shift, m
+
+
+def softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
+    """``exp(x) / sum(exp(x))`` along ``axis``, computed as ``exp(x - max)`` so it never overflows.
+
+    ``-inf`` entries get 0. A slice whose entries are all ``-inf``, or that holds ``+inf`` or
+    NaN, gives NaN everywhere (as in PyTorch).
+    """
+    (ax,) = _axis_tuple(axis, len(x.shape), "softmax")
+    check_float("softmax", xp.isdtype, x=x)
+    if x.shape[ax] == 0:
+        return xp.astype(x, x.dtype, copy=True)
+    z, _, _ = _shifted(xp, x, (ax,))
+    e = xp.exp(z)
+    return e / xp.sum(e, axis=ax, keepdims=True)
+
+
+def log_softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
+    """``x - logsumexp(x)`` along ``axis``, accurate for large magnitudes.
+
+    ``-inf`` entries stay ``-inf``; degenerate slices give NaN as in :func:`softmax`.
+    """
+    (ax,) = _axis_tuple(axis, len(x.shape), "log_softmax")
+    check_float("log_softmax", xp.isdtype, x=x)
+    if x.shape[ax] == 0:
+        return xp.astype(x, x.dtype, copy=True)
+    z, _, _ = _shifted(xp, x, (ax,))
+    # the max entry contributes exp(0) = 1, so the sum is >= 1 and its log is safe
+    return z - xp.log(xp.sum(xp.exp(z), axis=ax, keepdims=True))
+
+
+def logsumexp(xp: Namespace, x: Array, axis: Any = None, keepdims: bool = False) -> Array:
+    """``log(sum(exp(x)))`` over ``axis`` (an int, a tuple, or None for all) without overflow.
+
+    All ``-inf`` gives ``-inf``, any ``+inf`` gives ``+inf``, NaN propagates, and an empty
+    reduction gives ``-inf``.
+    """
+    axes = _axis_tuple(axis, len(x.shape), "logsumexp")
+    check_float("logsumexp", xp.isdtype, x=x)
+    if any(x.shape[a] == 0 for a in axes):
+        shape = tuple(1 if a in axes else s for a, s in enumerate(x.shape))
+        if not keepdims:
+            shape = tuple(s for a, s in enumerate(x.shape) if a not in axes)
+        return xp.full(shape, -float("inf"), dtype=x.dtype)
+    z, shift, m = _shifted(xp, x, axes)
+    total = xp.sum(xp.exp(z), axis=axes, keepdims=True)
+    result = xp.where(xp.isfinite(m), xp.log(total) + shift, m)
+    if keepdims:
+        return result
+    return xp.reshape(result, tuple(s for a, s in enumerate(x.shape) if a not in axes))
+
+
+def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = None) -> Array:
+    """Rows of the identity: ``out[..., k] = (indices[...] == k)``, shape ``indices.shape +
+    (num_classes,)``.
+
+    ``dtype`` defaults to the namespace's default real floating dtype. Indices outside
+    ``[0, num_classes)`` give an all-zero row: checking them would need a host synchronisation.
+
+    >>> import numpy as np
+    >>> one_hot(np, np.asarray([2, 0]), 3).tolist()
+    [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+    """
+    n = _int(num_classes, "one_hot", "num_classes")
+    if n < 0:
+        raise ValueError(f"one_hot: num_classes must be >= 0, got {num_classes}")
+    if not xp.isdtype(indices.dtype, "integral"):
+        raise TypeError(
+            f"one_hot: indices must have an integer dtype, got {indices.dtype} "
+            f"(shape {tuple(indices.shape)})"
+        )
+    if dtype is None:
+        dtype = xp.__array_namespace_info__().default_dtypes()["real floating"]
+    index_dtype = indices.dtype
+    if n > 0 and xp.iinfo(index_dtype).max < n - 1:
+        index_dtype = xp.int64
+        indices = xp.astype(indices, index_dtype)
+    classes = xp.arange(n, dtype=index_dtype)
+    return xp.astype(xp.equal(xp.expand_dims(indices, axis=-1), classes), dtype)

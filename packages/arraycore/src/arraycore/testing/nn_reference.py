@@ -1,0 +1,241 @@
+"""Brute-force ground truth for the ``nn`` kernels: plain loops, float64, obviously correct.
+
+Each function loops over output (or input) positions in Python and reads pixels one by one,
+with an explicit bounds check instead of a padded copy, so it shares no code and no trick with
+the kernels under test. Inputs are NumPy arrays (any float dtype); results are float64 NumPy
+arrays (cast them to the dtype under test before comparing). Parameters are in the normalised
+form: ``stride``/``dilation``/``kernel`` as ``(h, w)`` pairs and ``pads`` as
+``((top, bottom), (left, right))``. Only for small shapes: the cost is
+``N * O * out_h * out_w * C * KH * KW`` Python steps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+IntPair = tuple[int, int]
+Pads = tuple[IntPair, IntPair]
+
+
+def conv2d(
+    x: np.ndarray, w: np.ndarray, stride: IntPair, pads: Pads, dilation: IntPair
+) -> np.ndarray:
+    """``y[n,o,p,q] = sum_{c,i,j} x[n, c, p*sh - top + i*dh, q*sw - left + j*dw] * w[o,c,i,j]``,
+    reading 0 outside the image."""
+    n_, c_, h_, w_ = x.shape
+    o_, _, kh, kw = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    (top, bottom), (left, right) = pads
+    out_h = (h_ + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    out_w = (w_ + left + right - dw * (kw - 1) - 1) // sw + 1
+    xs, ws = x.tolist(), w.tolist()
+    y = np.zeros((n_, o_, out_h, out_w))
+    for n in range(n_):
+        for o in range(o_):
+            for p in range(out_h):
+                for q in range(out_w):
+                    total = 0.0
+                    for c in range(c_):
+                        for i in range(kh):
+                            for j in range(kw):
+                                row = p * sh - top + i * dh
+                                col = q * sw - left + j * dw
+                                if 0 <= row < h_ and 0 <= col < w_:
+                                    total += xs[n][c][row][col] * ws[o][c][i][j]
+                    y[n, o, p, q] = total
+    return y
+
+
+def conv2d_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    stride: IntPair,
+    pads: Pads,
+    dilation: IntPair,
+    output_padding: IntPair,
+) -> np.ndarray:
+    """The scatter definition: input pixel ``(p, q)`` adds ``x * w[ci, co, i, j]`` to output
+    pixel ``(p*sh + i*dh - top, q*sw + j*dw - left)``; ``w`` is ``(C_in, C_out, KH, KW)``."""
+    n_, cin, h_, w_ = x.shape
+    _, cout, kh, kw = w.shape
+    (sh, sw), (dh, dw) = stride, dilation
+    (top, bottom), (left, right) = pads
+    out_h = (h_ - 1) * sh - top - bottom + dh * (kh - 1) + output_padding[0] + 1
+    out_w = (w_ - 1) * sw - left - right + dw * (kw - 1) + output_padding[1] + 1
+    xs, ws = x.tolist(), w.tolist()
+    y = np.zeros((n_, cout, out_h, out_w))
+    for n in range(n_):
+        for ci in range(cin):
+            for p in range(h_):
+                for q in range(w_):
+                    for co in range(cout):
+                        for i in range(kh):
+                            for j in range(kw):
+                                row = p * sh + i * dh - top
+                                col = q * sw + j * dw - left
+                                if 0 <= row < out_h and 0 <= col < out_w:
+                                    y[n, co, row, col] += xs[n][ci][p][q] * ws[ci][co][i][j]
+    return y
+
+
+def _pool_windows(
+    shape: tuple[int, ...], kernel: IntPair, stride: IntPair, pads: Pads
+) -> Iterator[tuple[int, int, list[IntPair]]]:
+    """Yield ``(p, q, pixels)``: each window's position and its in-image (row, col) pixels in
+    row-major window order."""
+    _, _, h_, w_ = shape
+    (kh, kw), (sh, sw) = kernel, stride
+    (top, bottom), (left, right) = pads
+    out_h = (h_ + top + bottom - kh) // sh + 1
+    out_w = (w_ + left + right - kw) // sw + 1
+    for p in range(out_h):
+        for q in range(out_w):
+            pixels = []
+            for i in range(kh):
+                for j in range(kw):
+                    row, col = p * sh - top + i, q * sw - left + j
+                    if 0 <= row < h_ and 0 <= col < w_:
+                        pixels.append((row, col))
+            yield p, q, pixels
+
+
+def _pool_out_shape(
+    shape: tuple[int, ...], kernel: IntPair, stride: IntPair, pads: Pads
+) -> tuple[int, int, int, int]:
+    n_, c_, h_, w_ = shape
+    out_h = (h_ + sum(pads[0]) - kernel[0]) // stride[0] + 1
+    out_w = (w_ + sum(pads[1]) - kernel[1]) // stride[1] + 1
+    return n_, c_, out_h, out_w
+
+
+def _first_max(values: list[float]) -> int:
+    """Index of the first maximum; a NaN counts as larger than everything (first NaN wins)."""
+    best = 0
+    for k, v in enumerate(values):
+        if math.isnan(values[best]):
+            break
+        if math.isnan(v) or v > values[best]:
+            best = k
+    return best
+
+
+def max_pool2d(x: np.ndarray, kernel: IntPair, stride: IntPair, pads: Pads) -> np.ndarray:
+    """Maximum over the in-image pixels of each window (padding never wins); NaN wins."""
+    y = np.zeros(_pool_out_shape(x.shape, kernel, stride, pads))
+    xs = x.tolist()
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for p, q, pixels in _pool_windows(x.shape, kernel, stride, pads):
+                values = [xs[n][c][r][s] for r, s in pixels]
+                y[n, c, p, q] = values[_first_max(values)]
+    return y
+
+
+def max_pool2d_backward(
+    dy: np.ndarray, x: np.ndarray, kernel: IntPair, stride: IntPair, pads: Pads
+) -> np.ndarray:
+    """Each window's ``dy`` goes to its first maximal in-image pixel (row-major), summed."""
+    dx = np.zeros(x.shape)
+    xs = x.tolist()
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for p, q, pixels in _pool_windows(x.shape, kernel, stride, pads):
+                values = [xs[n][c][r][s] for r, s in pixels]
+                row, col = pixels[_first_max(values)]
+                dx[n, c, row, col] += float(dy[n, c, p, q])
+    return dx
+
+
+def avg_pool2d(
+    x: np.ndarray, kernel: IntPair, stride: IntPair, pads: Pads, count_include_pad: bool
+) -> np.ndarray:
+    """Sum of each window's in-image pixels over ``KH*KW`` (or over their count)."""
+    y = np.zeros(_pool_out_shape(x.shape, kernel, stride, pads))
+    xs = x.tolist()
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for p, q, pixels in _pool_windows(x.shape, kernel, stride, pads):
+                total = math.fsum(xs[n][c][r][s] for r, s in pixels)
+                divisor = kernel[0] * kernel[1] if count_include_pad else len(pixels)
+                y[n, c, p, q] = total / divisor
+    return y
+
+
+def avg_pool2d_backward(
+    dy: np.ndarray,
+    x_shape: tuple[int, ...],
+    kernel: IntPair,
+    stride: IntPair,
+    pads: Pads,
+    count_include_pad: bool,
+) -> np.ndarray:
+    """Each window spreads ``dy / divisor`` over its in-image pixels."""
+    dx = np.zeros(x_shape)
+    for n in range(x_shape[0]):
+        for c in range(x_shape[1]):
+            for p, q, pixels in _pool_windows(x_shape, kernel, stride, pads):
+                divisor = kernel[0] * kernel[1] if count_include_pad else len(pixels)
+                for r, s in pixels:
+                    dx[n, c, r, s] += float(dy[n, c, p, q]) / divisor
+    return dx
+
+
+def _lse(values: list[float]) -> float:
+    if any(math.isnan(v) for v in values):
+        return math.nan
+    if not values or all(v == -math.inf for v in values):
+        return -math.inf
+    if any(v == math.inf for v in values):
+        return math.inf
+    m = max(values)
+    return m + math.log(math.fsum(math.exp(v - m) for v in values))
+
+
+def _rows(x: np.ndarray, axis: int) -> tuple[np.ndarray, list[list[float]]]:
+    """``x`` (float64) moved so that ``axis`` is last, and its 1-D rows as lists."""
+    moved = np.moveaxis(np.asarray(x, dtype=np.float64), axis, -1)
+    return moved, moved.reshape(-1, moved.shape[-1]).tolist() if moved.size else []
+
+
+def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``v - logsumexp(row)`` per row; rows whose logsumexp is not finite give NaN."""
+    moved, rows = _rows(x, axis)
+    out = []
+    for row in rows:
+        lse = _lse(row)
+        out.append([v - lse if math.isfinite(lse) else math.nan for v in row])
+    return np.moveaxis(np.asarray(out, dtype=np.float64).reshape(moved.shape), -1, axis)
+
+
+def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``exp(v - logsumexp(row))`` per row; rows whose logsumexp is not finite give NaN."""
+    return np.asarray(np.exp(log_softmax(x, axis)))
+
+
+def logsumexp(
+    x: np.ndarray, axis: int | tuple[int, ...] | None = None, keepdims: bool = False
+) -> np.ndarray:
+    """``log(sum(exp(x)))`` over ``axis``: -inf for all -inf (or empty), +inf for any +inf."""
+    x64 = np.asarray(x, dtype=np.float64)
+    axes = tuple(range(x64.ndim)) if axis is None else (axis,) if isinstance(axis, int) else axis
+    axes = tuple(a % x64.ndim for a in axes)
+    rest = [a for a in range(x64.ndim) if a not in axes]
+    moved = np.transpose(x64, rest + list(axes))
+    kept = moved.shape[: len(rest)]
+    flat = moved.reshape(math.prod(kept), math.prod(moved.shape[len(rest) :])).tolist()
+    out = np.asarray([_lse(row) for row in flat], dtype=np.float64).reshape(kept)
+    if keepdims:
+        out = out.reshape(tuple(1 if a in axes else s for a, s in enumerate(x64.shape)))
+    return out
+
+
+def one_hot(indices: np.ndarray, num_classes: int) -> np.ndarray:
+    """``out[..., k] = 1.0 if indices[...] == k`` (an all-zero row when out of range)."""
+    out = np.zeros((*indices.shape, num_classes))
+    for pos, k in np.ndenumerate(indices):
+        if 0 <= k < num_classes:
+            out[(*pos, int(k))] = 1.0
+    return out
