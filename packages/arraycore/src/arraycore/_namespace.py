@@ -526,7 +526,7 @@ class Namespace:
                     raise ValueError("asarray: copy=False but a dtype conversion needs a copy")
                 return self._backend.astype(obj, dt)
             return obj
-        if hasattr(obj, "__array_namespace__") and not isinstance(obj, np.ndarray):
+        if hasattr(obj, "__array_namespace__") and not isinstance(obj, np.ndarray | np.generic):
             raise BackendMismatchError(
                 f"asarray: got an array of another library ({type(obj).__module__}."
                 f"{type(obj).__name__}); use from_dlpack() or to_numpy() to move it explicitly"
@@ -537,14 +537,14 @@ class Namespace:
         if dtype is not None:
             host = host.astype(self._dtype(dtype, "asarray"), copy=False)
         elif host.dtype.kind == "f" and host.dtype != self._default_float():
-            if not isinstance(obj, np.ndarray):
+            if not isinstance(obj, np.ndarray | np.generic):
                 host = host.astype(self._default_float())
-        elif host.dtype.kind in "iu" and not isinstance(obj, np.ndarray):
+        elif host.dtype.kind in "iu" and not isinstance(obj, np.ndarray | np.generic):
             host = host.astype(np.int64)
         if host.dtype.name not in DTYPES:
             raise TypeError(f"asarray: dtype {host.dtype} of the input is not supported")
         self._dtype(host.dtype, "asarray")
-        return self._backend.from_numpy(np.ascontiguousarray(host))
+        return self._backend.from_numpy(np.ascontiguousarray(host).reshape(host.shape))
 
     def _check_device(self, device: Any, op: str) -> None:
         if device is not None and device != self._backend.device.id:
