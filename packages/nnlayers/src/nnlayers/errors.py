@@ -1,0 +1,23 @@
+"""Errors that nnlayers raises, each naming the op, the user's name for the node and the shapes."""
+
+from __future__ import annotations
+
+
+class NNLayersError(Exception):
+    """Base class of the errors nnlayers raises on purpose."""
+
+
+class ShapeError(NNLayersError, ValueError):
+    """Shapes or dtypes that an op cannot accept, found by shape inference before anything runs."""
+
+
+class FeedError(NNLayersError, ValueError):
+    """A missing, unknown or mis-shaped value fed to a placeholder."""
+
+
+class GraphError(NNLayersError, RuntimeError):
+    """A graph used in a way it cannot support (backward without forward, nothing to run, ...)."""
+
+
+class NonFiniteError(NNLayersError, FloatingPointError):
+    """The NaN/Inf guard found a NaN or an infinity; the message names the op that made it."""

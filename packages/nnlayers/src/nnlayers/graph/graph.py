@@ -1,0 +1,234 @@
+"""``Graph``: compile expressions once, then run forward and backward many times.
+
+>>> import numpy as np, nnlayers, nnlayers.expr as ex
+>>> x = ex.placeholder((None, 3), name="x")
+>>> W = nnlayers.Parameter(np.ones((3, 2)), name="W")
+>>> loss = ex.mean(ex.square(x @ W))
+>>> graph = nnlayers.compile(loss)
+>>> float(graph.forward({x: np.ones((4, 3))}))
+9.0
+>>> grads = graph.backward()
+>>> W.grad.tolist()
+[[3.0, 3.0], [3.0, 3.0], [3.0, 3.0]]
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import arraycore
+
+from ..errors import FeedError, GraphError
+from ..expr.node import Expr, as_expr, infer_specs
+from ..expr.spec import format_shape
+from ..parameter import Parameter
+from . import debug
+from .analysis import analyse
+from .guard import check_source
+from .plan import Plan
+
+_MAX_PLANS = 8
+
+
+@dataclass
+class RunState:
+    """What phase-dependent ops read at run time: the phase and the graph's random generator."""
+
+    training: bool
+    rng: Any
+
+
+class Graph:
+    """A compiled graph: shape inference done, gradients planned, ready to run.
+
+    ``outputs`` is one expression or a list; the first is the one :meth:`backward`
+    differentiates (the loss). ``wrt`` defaults to every trainable :class:`Parameter` the graph
+    uses; placeholders may be listed too. Plans are specialised per set of feed shapes (e.g. the
+    last, partial batch) and cached.
+    """
+
+    def __init__(
+        self, outputs: Expr | list[Expr] | tuple[Expr, ...], wrt: list[Expr] | None = None, *,
+        seed: int = 0, check_finite: bool = False, training: bool = True,
+    ) -> None:
+        self._single = not isinstance(outputs, list | tuple)
+        outs = [as_expr(o) for o in ([outputs] if self._single else outputs)]  # type: ignore[list-item]
+        if not outs:
+            raise GraphError("compile: give at least one output expression")
+        self.outputs = outs
+        nodes = infer_specs(outs)
+        if wrt is None:
+            wrt = [n for n in nodes if isinstance(n, Parameter) and n.trainable]
+        self.wrt = list(wrt)
+        self.analysis = analyse(nodes, outs, self.wrt)
+        if self.wrt and not outs[0].spec.is_float:
+            raise GraphError(f"compile: the first output {outs[0].describe()} must be floating point")
+        self.xp = xp = arraycore.namespace()
+        self.state = RunState(training, xp.random.default_rng(seed))
+        self._check_finite = check_finite
+        a = self.analysis
+        self._placeholders = [(i, nodes[i]) for i in a.placeholders]
+        self._by_name = {n.name: n for _, n in self._placeholders if n.name}
+        self._parameters = [(i, nodes[i]) for i in a.parameters]
+        for _, p in self._parameters:
+            p.to_backend(xp)  # type: ignore[attr-defined]
+        self._constants = [
+            (i, xp.asarray(nodes[i].value, dtype=nodes[i].spec.dtype)) for i in a.constants  # type: ignore[attr-defined]
+        ]
+        self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
+        self._pending: tuple[Plan, list[Any], list[Any]] | None = None
+        self.gradients: dict[Expr, Any] = {}
+
+    # -- phase -----------------------------------------------------------------------------------
+    @property
+    def training(self) -> bool:
+        """Whether dropout drops and batch-norm uses (and updates) batch statistics."""
+        return self.state.training
+
+    def train(self) -> Graph:
+        """Switch to the train phase (no rebuild); returns ``self``."""
+        self.state.training = True
+        return self
+
+    def eval(self) -> Graph:
+        """Switch to the eval phase (no rebuild); returns ``self``."""
+        self.state.training = False
+        return self
+
+    @property
+    def check_finite(self) -> bool:
+        """NaN/Inf guard: check every step's result and name the first op that made a NaN/Inf."""
+        return self._check_finite
+
+    @check_finite.setter
+    def check_finite(self, on: bool) -> None:
+        if on != self._check_finite:
+            self._check_finite = on
+            self._plans.clear()
+
+    # -- running ---------------------------------------------------------------------------------
+    def forward(self, feeds: dict[Any, Any] | None = None, *, keep_for_backward: bool | None = None):
+        """Run forward; returns the output array (or the list of them, as compiled).
+
+        ``feeds`` maps placeholders (or their names) to arrays (NumPy arrays are moved to the
+        backend and cast to the placeholder's dtype). In the train phase the values backward needs
+        are kept, unless ``keep_for_backward=False``.
+        """
+        keep = (self.training and bool(self.wrt)) if keep_for_backward is None else keep_for_backward
+        values, key = self._feed(feeds or {})
+        plan = self._plan(key)
+        slots: list[Any] = [None] * (plan.size + 1)
+        for (i, _), v in zip(self._placeholders, values, strict=True):
+            slots[i] = v
+        for i, p in self._parameters:
+            slots[i] = p.value  # type: ignore[attr-defined]
+        for i, c in self._constants:
+            slots[i] = c
+        if self._check_finite:
+            for (i, node) in self._placeholders + self._parameters:
+                check_source(self.xp, node, slots[i])
+        residuals: list[Any] | None = [None] * plan.size if keep else None
+        self._pending = None
+        outputs = plan.run_forward(slots, residuals)
+        if keep:
+            self._pending = (plan, slots, residuals)  # type: ignore[assignment]
+        return outputs[0] if self._single else outputs
+
+    def backward(self, seed: Any = None) -> dict[Expr, Any]:
+        """Gradients of the first output (seeded with ones, or ``seed``) for every ``wrt`` node.
+
+        Stores each parameter's gradient in its ``grad`` and returns :attr:`gradients`.
+        """
+        if self._pending is None:
+            raise GraphError(
+                "backward() needs a forward() that kept values for it: call forward() in the "
+                "train phase (or with keep_for_backward=True) right before backward()"
+            )
+        plan, slots, residuals = self._pending
+        self._pending = None
+        grads = plan.run_backward(slots, residuals, seed)
+        self.gradients = dict(zip(self.wrt, grads, strict=True))
+        for w, g in self.gradients.items():
+            if isinstance(w, Parameter):
+                w.grad = g
+        return self.gradients
+
+    # -- feeds and specialisation --------------------------------------------------------------------
+    def _feed(self, feeds: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+        given: dict[int, Any] = {}
+        for k, v in feeds.items():
+            if isinstance(k, str):
+                if k not in self._by_name:
+                    known = ", ".join(sorted(self._by_name)) or "none"
+                    raise FeedError(f"feed: no placeholder named {k!r} in this graph (named: {known})")
+                k = self._by_name[k]
+            given[id(k)] = v
+        values = []
+        for _, node in self._placeholders:
+            if id(node) not in given:
+                raise FeedError(f"feed: no value for {node.describe()} {node.spec}")
+            values.append(self.xp.asarray(given[id(node)], dtype=node.spec.dtype))
+        return values, tuple(tuple(v.shape) for v in values)
+
+    def _plan(self, key: tuple[Any, ...]) -> Plan:
+        plan = self._plans.get(key)
+        if plan is not None:
+            return plan
+        shapes = {}
+        for (i, node), shape in zip(self._placeholders, key, strict=True):
+            want = node.spec.shape
+            if len(shape) != len(want) or any(w is not None and w != s for w, s in zip(want, shape, strict=True)):
+                raise FeedError(
+                    f"feed: {node.describe()} expects shape {format_shape(want)}, got {format_shape(shape)}"
+                )
+            shapes[i] = shape
+        plan = Plan(self.analysis, shapes, self.xp, self.state, guard=self._check_finite)
+        self._plans[key] = plan
+        if len(self._plans) > _MAX_PLANS:
+            self._plans.popitem(last=False)
+        return plan
+
+    def specialise(self, **sizes: int) -> Plan:
+        """The plan for placeholders whose unknown sizes are all ``batch_size`` (for inspection)."""
+        batch = sizes.get("batch_size")
+        key = []
+        for _, node in self._placeholders:
+            if None in node.spec.shape and batch is None:
+                raise GraphError("give batch_size=: a placeholder has an unknown size")
+            key.append(tuple(batch if d is None else d for d in node.spec.shape))
+        return self._plan(tuple(key))
+
+    # -- inspection --------------------------------------------------------------------------------
+    def peak_memory(self, batch_size: int | None = None, train: bool | None = None) -> int:
+        """Peak bytes held during one step (forward, plus backward when training): see
+        :meth:`Plan.peak_memory`. Uses the last-run plan unless ``batch_size`` is given."""
+        if batch_size is not None or not self._plans:
+            plan = self.specialise(batch_size=batch_size)  # type: ignore[arg-type]
+        else:
+            plan = next(reversed(self._plans.values()))
+        return plan.peak_memory(self.training and bool(self.wrt) if train is None else train)
+
+    def dump(self) -> str:
+        """The graph as text, one node a line, with shapes, dtypes and names."""
+        return debug.dump(self.analysis)
+
+    def to_dot(self) -> str:
+        """The graph in Graphviz dot (``dot -Tsvg``)."""
+        return debug.to_dot(self.analysis)
+
+    def __repr__(self) -> str:
+        phase = "train" if self.training else "eval"
+        return (
+            f"<Graph {len(self.analysis.nodes)} nodes, {len(self.wrt)} wrt, {phase} phase, "
+            f"backend {self.xp.name!r}>"
+        )
+
+
+def compile(outputs: Any, wrt: list[Expr] | None = None, **options: Any) -> Graph:  # noqa: A001
+    """Compile ``outputs`` (one expression or a list; the first is the loss) into a :class:`Graph`.
+
+    Options: ``seed`` (dropout), ``check_finite`` (NaN/Inf guard), ``training`` (start phase).
+    """
+    return Graph(outputs, wrt, **options)

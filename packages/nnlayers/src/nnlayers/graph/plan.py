@@ -1,0 +1,232 @@
+"""``Plan``: a graph specialised to concrete feed shapes and compiled to flat lists of steps.
+
+Running a plan is a loop over tuples of bound callables and integer slots: no graph walking, no
+lookups by name. Each step lists the slots to release right after it, so an intermediate array
+lives only until its last reader (in forward, or in backward when backward keeps it).
+
+Gradient accumulation at fan-out: a node's first contribution is stored as is (it may alias
+another array); the second is added into a new array, which the plan then owns, so the third and
+later ones are added in place (``xp.inplace.add``). No array another node still holds is ever
+written.
+"""
+
+from __future__ import annotations
+
+import copy
+from functools import partial
+from typing import Any
+
+from ..expr.node import run_infer
+from ..expr.spec import Spec
+from .analysis import Analysis
+from .guard import guard_backward, guard_forward
+
+ASSIGN, ADD, ADD_INPLACE = 0, 1, 2
+
+
+class Plan:
+    """Forward and backward step lists for one set of concrete feed shapes."""
+
+    def __init__(
+        self, analysis: Analysis, shapes: dict[int, tuple[int, ...]], xp: Any, state: Any,
+        guard: bool = False,
+    ) -> None:
+        self.analysis = a = analysis
+        self.xp = xp
+        self.guard = guard
+        n = len(a.nodes)
+        self.size = n
+        specs: list[Spec] = []
+        ops: list[Any] = []
+        for i, node in enumerate(a.nodes):
+            if node.op is None:
+                specs.append(Spec(shapes[i], node.spec.dtype) if i in shapes else node.spec)
+                ops.append(None)
+                continue
+            op = copy.copy(node.op)
+            if op.phase_dependent:
+                op.state = state
+            specs.append(run_infer(op, node, [specs[j] for j in a.inputs[i]]))
+            ops.append(op)
+        self.specs = specs
+        self.ops = ops
+        self._compile_backward()
+        self._compile_forward()
+
+    # -- compilation ---------------------------------------------------------------------------
+    def _compile_backward(self) -> None:
+        a, xp, n = self.analysis, self.xp, self.size
+        wrt = set(a.wrt)
+        self.backward_reads: dict[int, int] = {}  # slot -> last backward step reading it
+        contributions = [0] * n
+        aliasing = [False] * n  # whether a slot's single contribution may alias another array
+        steps = []
+        for i in reversed(range(n)):
+            op = self.ops[i]
+            if op is None or not a.on_path[i]:
+                continue
+            b = len(steps)
+            needs = a.needs[i]
+            ins = a.inputs[i]
+            kept = set(op.kept_inputs(needs, len(ins)))
+            read = tuple(j if k in kept else n for k, j in enumerate(ins))
+            for j in read:
+                if j != n:
+                    self.backward_reads[j] = b
+            if op.keep_output:
+                self.backward_reads[i] = b
+            actions = []
+            for k, j in enumerate(ins):
+                if not needs[k]:
+                    continue
+                contributions[j] += 1
+                count = contributions[j]
+                scalar = len(self.specs[j].shape) == 0
+                mode = ASSIGN if count == 1 else ADD if count == 2 or scalar else ADD_INPLACE
+                aliasing[j] = count == 1 and op.grad_may_alias
+                cast = self.specs[j].dtype if self.specs[j].dtype != self.specs[i].dtype else None
+                actions.append((k, j, mode, cast))
+            backward = _bind_backward(op, xp, needs)
+            if self.guard:
+                backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
+            steps.append([backward, i, read, op.keep_output, tuple(actions), (), i not in wrt])
+        frees: dict[int, list[int]] = {}
+        for j, b in self.backward_reads.items():
+            frees.setdefault(b, []).append(j)
+        for b, step in enumerate(steps):
+            step[5] = tuple(frees.get(b, ()))
+        self.backward_steps = [tuple(s) for s in steps]
+        loss = a.outputs[0]
+        self.copy_grad = {w: aliasing[w] or w == loss for w in a.wrt}
+        self.contributions = contributions
+
+    def _compile_forward(self) -> None:
+        a, xp, n = self.analysis, self.xp, self.size
+        last_read: dict[int, int] = {}
+        for i in range(n):
+            for j in a.inputs[i]:
+                last_read[j] = i
+        outputs = set(a.outputs)
+        self.forward_steps_eval = []
+        self.forward_steps_train = []
+        for i, op in enumerate(self.ops):
+            if op is None:
+                continue
+            free_eval = tuple(j for j in dict.fromkeys(a.inputs[i]) if last_read[j] == i and j not in outputs)
+            free_train = tuple(j for j in free_eval if j not in self.backward_reads)
+            fn = _bind_forward(op, xp)
+            if self.guard:
+                fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
+            residual = 0
+            if op.has_residual:
+                residual = 2 if a.on_path[i] else 1
+            self.forward_steps_eval.append((fn, a.inputs[i], i, 1 if residual else 0, free_eval))
+            self.forward_steps_train.append((fn, a.inputs[i], i, residual, free_train))
+        self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
+        spec = self.specs[a.outputs[0]]
+        self.seed = xp.ones(spec.shape, dtype=spec.dtype) if spec.is_float else None
+
+    # -- running ---------------------------------------------------------------------------------
+    def run_forward(self, values: list[Any], residuals: list[Any] | None) -> list[Any]:
+        """Run forward on ``values`` (sources filled in); returns the outputs.
+
+        With ``residuals`` (a list) it keeps what backward needs; without, it releases every
+        intermediate as soon as possible.
+        """
+        train = residuals is not None
+        steps = self.forward_steps_train if train else self.forward_steps_eval
+        for fn, ins, out, residual, frees in steps:
+            y = fn(*[values[j] for j in ins])
+            if residual:
+                y, kept = y
+                if residual == 2:
+                    residuals[out] = kept  # type: ignore[index]
+            values[out] = y
+            for j in frees:
+                values[j] = None
+        outputs = [values[j] for j in self.analysis.outputs]
+        if train:
+            for j in self.release_after_train_forward:
+                values[j] = None
+        return outputs
+
+    def run_backward(self, values: list[Any], residuals: list[Any], seed: Any = None) -> list[Any]:
+        """Gradients of the first output with respect to the ``wrt`` nodes, in ``wrt`` order."""
+        xp = self.xp
+        grads: list[Any] = [None] * self.size
+        a = self.analysis
+        loss = a.outputs[0]
+        grads[loss] = self.seed if seed is None else seed
+        add, add_inplace, astype = xp.add, xp.inplace.add, xp.astype
+        for backward, out, read, keep_output, actions, frees, clear in self.backward_steps:
+            dy = grads[out]
+            if clear:
+                grads[out] = None
+            gs = backward(dy, tuple([values[j] for j in read]), values[out] if keep_output else None,
+                          residuals[out])
+            residuals[out] = None
+            for k, j, mode, cast in actions:
+                g = gs[k]
+                if cast is not None:
+                    g = astype(g, cast)
+                if mode == ASSIGN:
+                    grads[j] = g
+                elif mode == ADD:
+                    grads[j] = add(grads[j], g)
+                else:
+                    add_inplace(grads[j], g, out=grads[j])
+            for j in frees:
+                values[j] = None
+        result = []
+        for w in a.wrt:
+            g = grads[w]
+            if g is None:
+                spec = self.specs[w]
+                g = xp.zeros(spec.shape, dtype=spec.dtype)
+            elif self.copy_grad[w]:
+                g = xp.astype(g, g.dtype, copy=True)
+            result.append(g)
+        return result
+
+    # -- memory -----------------------------------------------------------------------------------
+    def peak_memory(self, train: bool = True) -> int:
+        """Peak bytes of the arrays this plan holds during one step (values, residuals, grads).
+
+        An estimate from the specs: views count as full arrays, residuals as one output-sized
+        array, and temporaries inside a kernel are not seen.
+        """
+        a = self.analysis
+        nbytes = [s.nbytes for s in self.specs]
+        live = sum(nbytes[i] for i, node in enumerate(a.nodes) if node.op is None)
+        peak = live
+        steps = self.forward_steps_train if train else self.forward_steps_eval
+        for _fn, _ins, out, residual, frees in steps:
+            live += nbytes[out] * (2 if residual == 2 else 1)
+            peak = max(peak, live)
+            live -= sum(nbytes[j] for j in frees)
+        if not train:
+            return peak
+        live -= sum(nbytes[j] for j in self.release_after_train_forward)
+        live += nbytes[a.outputs[0]]
+        for _bwd, out, _read, _keep, actions, frees, clear in self.backward_steps:
+            for _k, j, mode, _cast in actions:
+                if mode != ADD_INPLACE:
+                    live += nbytes[j]
+                peak = max(peak, live)
+                if mode == ADD:
+                    live -= nbytes[j]
+            if clear:
+                live -= nbytes[out]
+            if self.ops[out].has_residual:
+                live -= nbytes[out]
+            live -= sum(nbytes[j] for j in frees)
+        return peak
+
+
+def _bind_forward(op: Any, xp: Any) -> Any:
+    return partial(op.forward, xp)
+
+
+def _bind_backward(op: Any, xp: Any, needs: tuple[bool, ...]) -> Any:
+    # Called as backward(dy, inputs, output, residual): every op names the last argument needs.
+    return partial(op.backward, xp, needs=needs)

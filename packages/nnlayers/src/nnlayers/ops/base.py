@@ -1,0 +1,155 @@
+"""The op base class, the op registry and the helpers op declarations share.
+
+An op is declared once, as a subclass of :class:`Op`:
+
+- ``infer(*specs) -> Spec``: the output shape and dtype; raise ``ValueError`` with the problem
+  (the graph adds the op, the node's name, where it was built and the input shapes). It may
+  store derived static facts on ``self`` (``self.axes``): ``infer`` runs once symbolically and
+  once more, on a copy of the op, for every concrete set of feed shapes.
+- ``forward(xp, *inputs) -> output`` through the arraycore namespace ``xp`` only. An op with
+  ``has_residual = True`` returns ``(output, residual)`` and gets the residual back in backward.
+- ``backward(xp, dy, inputs, output, residual, needs) -> tuple`` with one gradient per input
+  (``None`` where ``needs[i]`` is false). ``inputs`` holds only the inputs the op declared it
+  keeps (``keep_inputs``; others are ``None``, already released) and ``output`` is ``None``
+  unless ``keep_output``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..expr.node import Expr, as_expr
+from ..expr.spec import Spec, broadcast_shapes
+
+REGISTRY: dict[str, type[Op]] = {}
+"""Every op class by name (the op-table test checks that each differentiable one is covered)."""
+
+
+class Op:
+    """Base class of every op: one declaration holds inference, forward, backward and what is kept.
+
+    >>> class Double(Unary):
+    ...     name = "double_doc_example"
+    ...     def forward(self, xp, x):
+    ...         return x * 2.0
+    ...     def backward(self, xp, dy, inputs, output, residual, needs):
+    ...         return (dy * 2.0,)
+    """
+
+    name: ClassVar[str] = ""
+    #: Whether gradients flow through this op (comparisons, one_hot, stop_gradient: no).
+    differentiable: ClassVar[bool] = True
+    #: Indices of the inputs backward reads (``True`` for all of them).
+    keep_inputs: ClassVar[tuple[int, ...] | bool] = ()
+    #: Whether backward reads the output.
+    keep_output: ClassVar[bool] = False
+    #: Whether forward returns ``(output, residual)``.
+    has_residual: ClassVar[bool] = False
+    #: Whether backward may return ``dy`` itself or a view of it (the graph then never lets a
+    #: parameter's ``.grad`` share memory with another array).
+    grad_may_alias: ClassVar[bool] = False
+    #: Inputs that never receive a gradient (batch-norm running statistics).
+    nondiff_inputs: ClassVar[tuple[int, ...]] = ()
+    #: Whether forward depends on the train/eval phase or draws random numbers (``self.state``).
+    phase_dependent: ClassVar[bool] = False
+
+    state: Any = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            REGISTRY[cls.name] = cls
+
+    def __call__(self, *inputs: Any) -> Expr:
+        """Apply this op to expressions (Python numbers and NumPy arrays become constants)."""
+        like = next((x for x in inputs if isinstance(x, Expr)), None)
+        self._settings = dict(vars(self))
+        return Expr(self, tuple(as_expr(x, like) for x in inputs))
+
+    def infer(self, *specs: Spec) -> Spec:
+        """Output spec from the input specs; raise ``ValueError`` naming the problem."""
+        raise NotImplementedError(f"op {self.name!r} has no infer()")
+
+    def forward(self, xp: Any, *inputs: Any) -> Any:
+        """The output (and residual, see ``has_residual``) from the input arrays."""
+        raise NotImplementedError(f"op {self.name!r} has no forward()")
+
+    def backward(
+        self, xp: Any, dy: Any, inputs: tuple[Any, ...], output: Any, residual: Any,
+        needs: tuple[bool, ...],
+    ) -> tuple[Any, ...]:
+        """One gradient per input (``None`` where not needed)."""
+        raise NotImplementedError(f"op {self.name!r} is not differentiable")
+
+    def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
+        """Inputs backward will read, given which inputs need a gradient."""
+        keep = self.keep_inputs
+        return tuple(range(n_inputs)) if keep is True else tuple(keep)  # type: ignore[arg-type]
+
+    def attributes(self) -> dict[str, Any]:
+        """The op's settings for dumps (``axis=1``): what its constructor stored."""
+        settings = getattr(self, "_settings", None)
+        return dict(vars(self) if settings is None else settings)
+
+
+class Unary(Op):
+    """An element-wise op of one floating input: same spec out."""
+
+    def infer(self, x: Spec) -> Spec:
+        require_float(self.name, x)
+        return x
+
+
+def require_float(op: str, *specs: Spec) -> None:
+    """Raise unless every spec is floating point."""
+    for s in specs:
+        if not s.is_float:
+            raise TypeError(f"needs floating-point inputs, got {s.dtype.name}")
+
+
+def result_dtype(*specs: Spec) -> np.dtype:
+    """NumPy promotion of the inputs' dtypes."""
+    return np.result_type(*(s.dtype for s in specs))
+
+
+def reduction_plan(in_shape: tuple[Any, ...], out_shape: tuple[Any, ...]) -> tuple[tuple[int, ...], bool]:
+    """Axes over which a gradient of ``out_shape`` sums back to ``in_shape``, and whether a
+    reshape drops leading axes afterwards."""
+    lead = len(out_shape) - len(in_shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(in_shape) if d == 1 and out_shape[lead + i] != 1
+    )
+    return axes, lead > 0
+
+
+def unbroadcast(xp: Any, g: Any, shape: tuple[int, ...], plan: tuple[tuple[int, ...], bool]) -> Any:
+    """The gradient ``g`` of a broadcast result, summed back to the input's ``shape``."""
+    axes, drop = plan
+    if not axes:
+        return g
+    g = xp.sum(g, axis=axes, keepdims=True)
+    return xp.reshape(g, shape) if drop else g
+
+
+class Broadcasting(Op):
+    """Base of element-wise ops with NumPy broadcasting over all of their inputs.
+
+    ``infer`` records, per input, how to sum a gradient back to its shape (``self.plans``).
+    """
+
+    def infer(self, *specs: Spec) -> Spec:
+        shape = broadcast_shapes(*(s.shape for s in specs))
+        self.in_shapes = tuple(s.shape for s in specs)
+        self.plans = tuple(reduction_plan(s.shape, shape) for s in specs)
+        return Spec(shape, self.out_dtype(*specs))
+
+    def out_dtype(self, *specs: Spec) -> np.dtype:
+        """The result dtype: floating-point promotion of the inputs."""
+        require_float(self.name, *specs)
+        return result_dtype(*specs)
+
+    def reduce(self, xp: Any, g: Any, i: int) -> Any:
+        """Gradient ``g`` summed back to the shape of input ``i``."""
+        return unbroadcast(xp, g, self.in_shapes[i], self.plans[i])

@@ -1,0 +1,165 @@
+"""Activations: tanh, sigmoid, log_sigmoid, relu, leaky_relu, elu, softplus, and gelu (composed)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ...expr.node import Expr
+from ..base import Unary
+
+
+def _sigmoid(xp: Any, x: Any) -> Any:
+    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
+    return xp.multiply(xp.add(xp.tanh(xp.multiply(x, 0.5)), 1.0), 0.5)
+
+
+def _softplus(xp: Any, x: Any) -> Any:
+    # max(x, 0) + log1p(exp(-|x|)): exp never sees a positive argument.
+    return xp.add(xp.maximum(x, 0.0), xp.log1p(xp.exp(xp.negative(xp.abs(x)))))
+
+
+class Tanh(Unary):
+    """Hyperbolic tangent; backward ``dy * (1 - y**2)``."""
+
+    name = "tanh"
+    keep_output = True
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.tanh(x)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.multiply(dy, xp.subtract(1.0, xp.multiply(output, output))),)
+
+
+class Sigmoid(Unary):
+    """Logistic sigmoid, computed without overflow; backward ``dy * y * (1 - y)``."""
+
+    name = "sigmoid"
+    keep_output = True
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return _sigmoid(xp, x)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.multiply(dy, xp.multiply(output, xp.subtract(1.0, output))),)
+
+
+class LogSigmoid(Unary):
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+
+    name = "log_sigmoid"
+    keep_inputs = (0,)
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.negative(_softplus(xp, xp.negative(x)))
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.multiply(dy, _sigmoid(xp, xp.negative(inputs[0]))),)
+
+
+class Relu(Unary):
+    """``max(x, 0)``; the gradient passes where ``y > 0``."""
+
+    name = "relu"
+    keep_output = True
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.maximum(x, 0.0)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.where(xp.greater(output, 0.0), dy, 0.0),)
+
+
+class LeakyRelu(Unary):
+    """``x`` for ``x > 0``, else ``slope * x``."""
+
+    name = "leaky_relu"
+    keep_inputs = (0,)
+
+    def __init__(self, slope: float) -> None:
+        self.slope = slope
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.where(xp.greater(x, 0.0), x, xp.multiply(x, self.slope))
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.where(xp.greater(inputs[0], 0.0), dy, xp.multiply(dy, self.slope)),)
+
+
+class Elu(Unary):
+    """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``; backward uses ``y + alpha`` there."""
+
+    name = "elu"
+    keep_inputs = (0,)
+    keep_output = True
+
+    def __init__(self, alpha: float) -> None:
+        self.alpha = alpha
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        neg = xp.multiply(xp.expm1(xp.minimum(x, 0.0)), self.alpha)
+        return xp.where(xp.greater(x, 0.0), x, neg)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        slope = xp.add(output, self.alpha)
+        return (xp.where(xp.greater(inputs[0], 0.0), dy, xp.multiply(dy, slope)),)
+
+
+class Softplus(Unary):
+    """``log(1 + exp(x))`` without overflow; backward ``dy * sigmoid(x)``."""
+
+    name = "softplus"
+    keep_inputs = (0,)
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return _softplus(xp, x)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.multiply(dy, _sigmoid(xp, inputs[0])),)
+
+
+def tanh(x: Any) -> Expr:
+    """Element-wise hyperbolic tangent."""
+    return Tanh()(x)
+
+
+def sigmoid(x: Any) -> Expr:
+    """Element-wise logistic sigmoid ``1 / (1 + exp(-x))``."""
+    return Sigmoid()(x)
+
+
+def log_sigmoid(x: Any) -> Expr:
+    """Element-wise ``log(sigmoid(x))``, stable for large ``|x|``."""
+    return LogSigmoid()(x)
+
+
+def relu(x: Any) -> Expr:
+    """Element-wise ``max(x, 0)``."""
+    return Relu()(x)
+
+
+def leaky_relu(x: Any, slope: float = 0.01) -> Expr:
+    """Element-wise ``x if x > 0 else slope * x``."""
+    return LeakyRelu(slope)(x)
+
+
+def elu(x: Any, alpha: float = 1.0) -> Expr:
+    """Element-wise ``x if x > 0 else alpha * (exp(x) - 1)``."""
+    return Elu(alpha)(x)
+
+
+def softplus(x: Any) -> Expr:
+    """Element-wise ``log(1 + exp(x))``."""
+    return Softplus()(x)
+
+
+def gelu(x: Any) -> Expr:
+    """GELU, tanh approximation: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``.
+
+    A composition of primitives, so its gradient comes for free.
+    """
+    from .arithmetic import power
+
+    inner = (x + power(x, 3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
+    return x * 0.5 * (tanh(inner) + 1.0)

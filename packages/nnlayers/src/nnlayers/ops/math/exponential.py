@@ -1,0 +1,62 @@
+"""Exponentials and logarithms: exp, log, log1p."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...expr.node import Expr
+from ..base import Unary
+
+
+class Exp(Unary):
+    """``exp(x)``; backward ``dy * y``."""
+
+    name = "exp"
+    keep_output = True
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.exp(x)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.multiply(dy, output),)
+
+
+class Log(Unary):
+    """Natural logarithm; backward ``dy / x``."""
+
+    name = "log"
+    keep_inputs = (0,)
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.log(x)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.divide(dy, inputs[0]),)
+
+
+class Log1p(Unary):
+    """``log(1 + x)``, accurate near zero; backward ``dy / (1 + x)``."""
+
+    name = "log1p"
+    keep_inputs = (0,)
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.log1p(x)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.divide(dy, xp.add(inputs[0], 1.0)),)
+
+
+def exp(x: Any) -> Expr:
+    """Element-wise exponential."""
+    return Exp()(x)
+
+
+def log(x: Any) -> Expr:
+    """Element-wise natural logarithm."""
+    return Log()(x)
+
+
+def log1p(x: Any) -> Expr:
+    """Element-wise ``log(1 + x)``."""
+    return Log1p()(x)

@@ -1,0 +1,69 @@
+"""Linear algebra: matmul (batched, NumPy's rules for 1-D operands) and the L2 norm (composed)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...expr.node import Expr
+from ...expr.spec import Spec, broadcast_shapes, format_shape
+from ..base import Op, reduction_plan, require_float, result_dtype, unbroadcast
+
+
+class MatMul(Op):
+    """``x1 @ x2``: ``dx1 = dy @ x2^T`` and ``dx2 = x1^T @ dy``, batch axes summed back."""
+
+    name = "matmul"
+
+    def kept_inputs(self, needs, n_inputs):
+        return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
+
+    def infer(self, a: Spec, b: Spec) -> Spec:
+        require_float(self.name, a, b)
+        if a.ndim == 0 or b.ndim == 0:
+            raise ValueError("operands must have at least one dimension")
+        self.shapes = (a.shape, b.shape)
+        a2 = a.shape if a.ndim > 1 else (1, *a.shape)
+        b2 = b.shape if b.ndim > 1 else (*b.shape, 1)
+        if a2[-1] is not None and b2[-2] is not None and a2[-1] != b2[-2]:
+            raise ValueError(
+                f"shapes {format_shape(a.shape)} and {format_shape(b.shape)} do not align "
+                f"({a2[-1]} != {b2[-2]})"
+            )
+        batch = broadcast_shapes(a2[:-2], b2[:-2])
+        self.out2 = (*batch, a2[-2], b2[-1])
+        self.a2, self.b2 = a2, b2
+        self.plans = (reduction_plan(a2, self.out2), reduction_plan(b2, self.out2))
+        shape = batch + (() if a.ndim == 1 else (a2[-2],)) + (() if b.ndim == 1 else (b2[-1],))
+        return Spec(shape, result_dtype(a, b))
+
+    def forward(self, xp: Any, a: Any, b: Any) -> Any:
+        return xp.matmul(a, b)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        a, b = inputs
+        vector = len(self.shapes[0]) == 1 or len(self.shapes[1]) == 1
+        if vector:
+            dy = xp.reshape(dy, self.out2)
+        ga = gb = None
+        if needs[0]:
+            b2 = xp.reshape(b, self.b2) if vector else b
+            ga = unbroadcast(xp, xp.matmul(dy, xp.matrix_transpose(b2)), self.a2, self.plans[0])
+            ga = xp.reshape(ga, self.shapes[0]) if vector else ga
+        if needs[1]:
+            a2 = xp.reshape(a, self.a2) if vector else a
+            gb = unbroadcast(xp, xp.matmul(xp.matrix_transpose(a2), dy), self.b2, self.plans[1])
+            gb = xp.reshape(gb, self.shapes[1]) if vector else gb
+        return ga, gb
+
+
+def matmul(x1: Any, x2: Any) -> Expr:
+    """Matrix product with NumPy's rules (batched over leading axes, 1-D operands allowed)."""
+    return MatMul()(x1, x2)
+
+
+def norm(x: Any, axis: Any = None, keepdims: bool = False) -> Expr:
+    """L2 norm over ``axis`` (all axes by default): ``sqrt(sum(x**2))``, a composition."""
+    from .arithmetic import sqrt, square
+    from .reduction import sum as sum_
+
+    return sqrt(sum_(square(x), axis=axis, keepdims=keepdims))

@@ -1,0 +1,141 @@
+"""Convolutions on NCHW images: conv2d and conv2d_transpose (the arraycore ``nn`` kernels)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...expr.node import Expr
+from ...expr.spec import Spec, format_shape
+from ..base import Op, require_float, result_dtype
+from .geometry import conv_padding, explicit_padding, pair, window_output
+
+
+def _check_images(x: Spec, w: Spec, channel_axis: int) -> None:
+    if x.ndim != 4 or w.ndim != 4:
+        raise ValueError(
+            f"needs NCHW images and 4-D weights, got {format_shape(x.shape)} and {format_shape(w.shape)}"
+        )
+    c, wc = x.shape[1], w.shape[channel_axis]
+    if c is not None and wc is not None and c != wc:
+        raise ValueError(
+            f"images {format_shape(x.shape)} have {c} channels but the weights "
+            f"{format_shape(w.shape)} expect {wc}"
+        )
+
+
+class Conv2D(Op):
+    """2-D cross-correlation of ``x`` (N, C, H, W) with ``w`` (O, C, KH, KW), zero padding."""
+
+    name = "conv2d"
+
+    def __init__(self, stride: Any, padding: Any, dilation: Any) -> None:
+        self.stride = stride
+        self.padding = padding
+        self.dilation = dilation
+
+    def kept_inputs(self, needs, n_inputs):
+        return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
+
+    def infer(self, x: Spec, w: Spec) -> Spec:
+        require_float(self.name, x, w)
+        _check_images(x, w, 1)
+        kernel = (w.shape[2], w.shape[3])
+        self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
+        self.pad = conv_padding(self.padding, (x.shape[2], x.shape[3]), kernel, self.s, self.d)  # type: ignore[arg-type]
+        out = [window_output(x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i]) for i in (0, 1)]  # type: ignore[arg-type]
+        if any(o is not None and o < 1 for o in out):
+            raise ValueError(
+                f"kernel {kernel} (dilation {self.d}) does not fit images {format_shape(x.shape)} "
+                f"with padding {self.pad}"
+            )
+        self.x_shape, self.w_shape = x.shape, w.shape
+        return Spec((x.shape[0], w.shape[0], *out), result_dtype(x, w))
+
+    def forward(self, xp: Any, x: Any, w: Any) -> Any:
+        return xp.nn.conv2d(x, w, stride=self.s, padding=self.pad, dilation=self.d)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        x, w = inputs
+        geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
+        dx = xp.nn.conv2d_backward_data(dy, w, self.x_shape, **geometry) if needs[0] else None
+        dw = xp.nn.conv2d_backward_filter(x, dy, self.w_shape, **geometry) if needs[1] else None
+        return dx, dw
+
+
+class Conv2DTranspose(Op):
+    """Transposed convolution of ``x`` (N, C_in, H, W) with ``w`` (C_in, C_out, KH, KW).
+
+    It is the gradient of :class:`Conv2D` with respect to its input, so its own gradients are a
+    convolution (for ``x``) and a filter gradient with the roles of input and output swapped.
+    """
+
+    name = "conv2d_transpose"
+
+    def __init__(self, stride: Any, padding: Any, dilation: Any, output_padding: Any) -> None:
+        self.stride = stride
+        self.padding = padding
+        self.dilation = dilation
+        self.output_padding = output_padding
+
+    def kept_inputs(self, needs, n_inputs):
+        return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
+
+    def infer(self, x: Spec, w: Spec) -> Spec:
+        require_float(self.name, x, w)
+        _check_images(x, w, 0)
+        kernel = (w.shape[2], w.shape[3])
+        self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
+        op = (self.output_padding,) * 2 if isinstance(self.output_padding, int) else tuple(self.output_padding)
+        if any(o < 0 or o >= max(s, d) for o, s, d in zip(op, self.s, self.d, strict=True)):
+            raise ValueError(f"output_padding {op} must be smaller than the stride or dilation")
+        self.op = op
+        if self.padding == "valid":
+            self.pad = ((0, 0), (0, 0))
+        elif self.padding == "same":
+            totals = [d * (k - 1) + 1 - s + o for k, s, d, o in zip(kernel, self.s, self.d, op, strict=True)]  # type: ignore[operator]
+            if min(totals) < 0:
+                raise ValueError("padding='same' needs kernel >= stride here; give explicit padding")
+            self.pad = tuple((t // 2, t - t // 2) for t in totals)  # type: ignore[assignment]
+        else:
+            self.pad = explicit_padding(self.padding)
+        out = []
+        for i in (0, 1):
+            n = x.shape[2 + i]
+            k = kernel[i]
+            out.append(
+                None if n is None else
+                (n - 1) * self.s[i] - sum(self.pad[i]) + self.d[i] * (k - 1) + op[i] + 1  # type: ignore[operator]
+            )
+        if any(o is not None and o < 1 for o in out):
+            raise ValueError(f"padding {self.pad} leaves no output for images {format_shape(x.shape)}")
+        self.w_shape = w.shape
+        return Spec((x.shape[0], w.shape[1], *out), result_dtype(x, w))
+
+    def forward(self, xp: Any, x: Any, w: Any) -> Any:
+        return xp.nn.conv2d_transpose(
+            x, w, stride=self.s, padding=self.pad, dilation=self.d, output_padding=self.op
+        )
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        x, w = inputs
+        geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
+        dx = xp.nn.conv2d(dy, w, **geometry) if needs[0] else None
+        dw = xp.nn.conv2d_backward_filter(dy, x, self.w_shape, **geometry) if needs[1] else None
+        return dx, dw
+
+
+def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = "valid", dilation: Any = 1) -> Expr:
+    """2-D convolution (cross-correlation) of NCHW ``x`` with ``w`` of shape (O, C, KH, KW).
+
+    ``padding`` is ``"valid"``, ``"same"`` (output ``ceil(H / stride)``), an int, ``(ph, pw)``
+    or ``((top, bottom), (left, right))``. Add a bias with ``+ b.reshape(1, -1, 1, 1)``.
+    """
+    return Conv2D(stride, padding, dilation)(x, w)
+
+
+def conv2d_transpose(
+    x: Any, w: Any, stride: Any = 1, padding: Any = "valid", dilation: Any = 1,
+    output_padding: Any = 0,
+) -> Expr:
+    """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out, KH, KW)."""
+    return Conv2DTranspose(stride, padding, dilation, output_padding)(x, w)

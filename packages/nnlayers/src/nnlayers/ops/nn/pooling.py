@@ -1,0 +1,79 @@
+"""Pooling on NCHW images: max_pool2d and avg_pool2d (the arraycore ``nn`` kernels)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...expr.node import Expr
+from ...expr.spec import Spec, format_shape
+from ..base import Op, require_float
+from .geometry import explicit_padding, pair, window_output
+
+
+class Pool2D(Op):
+    """Base of the poolings: windows of ``kernel_size``, ``stride`` (default: the kernel)."""
+
+    def __init__(self, kernel_size: Any, stride: Any, padding: Any) -> None:
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.padding = padding
+
+    def infer(self, x: Spec) -> Spec:
+        require_float(self.name, x)
+        if x.ndim != 4:
+            raise ValueError(f"needs NCHW images, got {format_shape(x.shape)}")
+        self.k = pair(self.kernel_size, "kernel_size")
+        self.s = self.k if self.stride is None else pair(self.stride, "stride")
+        self.pad = explicit_padding(self.padding)
+        if any(p > k // 2 for pads, k in zip(self.pad, self.k, strict=True) for p in pads):
+            raise ValueError(f"padding {self.padding!r} exceeds half the kernel {self.k}")
+        out = [window_output(x.shape[2 + i], self.pad[i], self.k[i], self.s[i]) for i in (0, 1)]
+        if any(o is not None and o < 1 for o in out):
+            raise ValueError(f"kernel {self.k} does not fit images {format_shape(x.shape)}")
+        self.x_shape = x.shape
+        return Spec((*x.shape[:2], *out), x.dtype)
+
+
+class MaxPool2D(Pool2D):
+    """Maximum of each window; the gradient goes to each window's first maximum."""
+
+    name = "max_pool2d"
+    keep_inputs = (0,)
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.nn.max_pool2d(x, self.k, self.s, self.pad)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (xp.nn.max_pool2d_backward(dy, inputs[0], self.k, self.s, self.pad),)
+
+
+class AvgPool2D(Pool2D):
+    """Mean of each window (padding counts as zeros unless ``count_include_pad=False``)."""
+
+    name = "avg_pool2d"
+
+    def __init__(self, kernel_size: Any, stride: Any, padding: Any, count_include_pad: bool) -> None:
+        super().__init__(kernel_size, stride, padding)
+        self.count_include_pad = count_include_pad
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.nn.avg_pool2d(x, self.k, self.s, self.pad, self.count_include_pad)
+
+    def backward(self, xp, dy, inputs, output, residual, needs):
+        return (
+            xp.nn.avg_pool2d_backward(
+                dy, self.x_shape, self.k, self.s, self.pad, self.count_include_pad
+            ),
+        )
+
+
+def max_pool2d(x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Expr:
+    """Max pooling of NCHW ``x`` (padding counts as -inf)."""
+    return MaxPool2D(kernel_size, stride, padding)(x)
+
+
+def avg_pool2d(
+    x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True
+) -> Expr:
+    """Average pooling of NCHW ``x``."""
+    return AvgPool2D(kernel_size, stride, padding, count_include_pad)(x)
