@@ -318,15 +318,19 @@ def as_expr(value: Any, like: Expr | None = None) -> Expr:
     return constant(value)
 
 
-def infer_specs(outputs: list[Expr]) -> list[Expr]:
-    """Infer the spec of every node that ``outputs`` depend on; returns them in topological order."""
+def infer_specs(outputs: list[Expr]) -> None:
+    """Infer the spec of every node that ``outputs`` depend on.
+
+    Only nodes without a spec are visited, so asking for shapes while building stays linear.
+    """
     from ..graph.topo import topological_order
 
-    order = topological_order(outputs)
-    for node in order:
-        if node._spec is None:
-            node._spec = run_infer(node.op, node, [i._spec for i in node.inputs])  # type: ignore[misc]
-    return order
+    def known(node: Expr) -> bool:
+        return node._spec is not None
+
+    pending = [o for o in outputs if o._spec is None]
+    for node in topological_order(pending, skip=known):
+        node._spec = run_infer(node.op, node, [i._spec for i in node.inputs])  # type: ignore[arg-type]
 
 
 def run_infer(op: Op, node: Expr, specs: list[Spec]) -> Spec:

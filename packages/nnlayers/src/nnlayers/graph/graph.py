@@ -28,6 +28,7 @@ from . import debug
 from .analysis import analyse
 from .guard import check_source
 from .plan import Plan
+from .topo import topological_order
 
 _MAX_PLANS = 8
 
@@ -58,7 +59,8 @@ class Graph:
         if not outs:
             raise GraphError("compile: give at least one output expression")
         self.outputs = outs
-        nodes = infer_specs(outs)
+        infer_specs(outs)
+        nodes = topological_order(outs)
         if wrt is None:
             wrt = [n for n in nodes if isinstance(n, Parameter) and n.trainable]
         self.wrt = list(wrt)
@@ -119,6 +121,16 @@ class Graph:
         keep = (self.training and bool(self.wrt)) if keep_for_backward is None else keep_for_backward
         values, key = self._feed(feeds or {})
         plan = self._plan(key)
+        slots = self._slots(plan, values)
+        residuals: list[Any] | None = [None] * plan.size if keep else None
+        self._pending = None
+        outputs = plan.run_forward(slots, residuals)
+        if keep:
+            self._pending = (plan, slots, residuals)  # type: ignore[assignment]
+        return outputs[0] if self._single else outputs
+
+    def _slots(self, plan: Plan, values: list[Any]) -> list[Any]:
+        """A plan's value slots with the sources filled in (one spare ``None`` slot at the end)."""
         slots: list[Any] = [None] * (plan.size + 1)
         for (i, _), v in zip(self._placeholders, values, strict=True):
             slots[i] = v
@@ -127,14 +139,9 @@ class Graph:
         for i, c in self._constants:
             slots[i] = c
         if self._check_finite:
-            for (i, node) in self._placeholders + self._parameters:
+            for i, node in self._placeholders + self._parameters:
                 check_source(self.xp, node, slots[i])
-        residuals: list[Any] | None = [None] * plan.size if keep else None
-        self._pending = None
-        outputs = plan.run_forward(slots, residuals)
-        if keep:
-            self._pending = (plan, slots, residuals)  # type: ignore[assignment]
-        return outputs[0] if self._single else outputs
+        return slots
 
     def backward(self, seed: Any = None) -> dict[Expr, Any]:
         """Gradients of the first output (seeded with ones, or ``seed``) for every ``wrt`` node.

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..expr.node import Expr
 
 
-def topological_order(outputs: list[Expr]) -> list[Expr]:
+def topological_order(
+    outputs: list[Expr], skip: Callable[[Expr], bool] | None = None
+) -> list[Expr]:
     """Every node the ``outputs`` depend on, each after all of its inputs (depth-first post-order,
-    inputs in order, so the result is deterministic)."""
+    inputs in order, so the result is deterministic). Nodes for which ``skip`` is true are left
+    out together with everything behind them."""
     order: list[Expr] = []
     seen: set[int] = set()
     for root in outputs:
@@ -23,7 +27,7 @@ def topological_order(outputs: list[Expr]) -> list[Expr]:
             if next_input < len(node.inputs):
                 stack[-1] = (node, next_input + 1)
                 child = node.inputs[next_input]
-                if id(child) not in seen:
+                if id(child) not in seen and not (skip is not None and skip(child)):
                     seen.add(id(child))
                     stack.append((child, 0))
             else:

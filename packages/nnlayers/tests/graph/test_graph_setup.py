@@ -1,0 +1,164 @@
+"""Compiling: shape errors at setup, feeds, batch-size specialisation, memory release."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnlayers
+import nnlayers.expr as ex
+from nnlayers import FeedError, GraphError, Parameter, ShapeError
+
+
+def mlp():
+    x = ex.placeholder((None, 4), name="x")
+    W1 = Parameter(np.full((4, 5), 0.1), name="W1")
+    b1 = Parameter(np.zeros(5), name="b1")
+    W2 = Parameter(np.full((5, 3), 0.2), name="W2")
+    labels = ex.placeholder((None,), "int64", name="labels")
+    h = ex.relu(x @ W1 + b1).named("hidden")
+    loss = ex.softmax_cross_entropy(h @ W2, labels)
+    return x, labels, loss, (W1, b1, W2)
+
+
+def test_shape_error_names_op_variable_and_shapes() -> None:
+    x = ex.placeholder((None, 3), name="x")
+    W = Parameter(np.zeros((4, 5)), name="W")
+    logits = (x @ W).named("logits")  # builds fine: nothing is inferred yet
+    with pytest.raises(ShapeError) as info:
+        nnlayers.compile(ex.sum(logits))
+    message = str(info.value)
+    assert "matmul 'logits'" in message
+    assert "(None, 3) and (4, 5) do not align (3 != 4)" in message
+    assert "placeholder 'x' (None, 3) float32" in message
+    assert "parameter 'W' (4, 5) float32" in message
+    assert "test_graph_setup.py" in message and "logits = (x @ W)" in message
+
+
+def test_broadcast_error_is_caught_at_setup() -> None:
+    a = ex.placeholder((None, 3), name="a")
+    b = ex.placeholder((4,), name="b")
+    with pytest.raises(ShapeError, match=r"add: shapes \(None, 3\), \(4,\) do not broadcast"):
+        nnlayers.compile(a + b)
+
+
+def test_conv_channel_mismatch_is_caught_at_setup() -> None:
+    x = ex.placeholder((None, 3, 8, 8), name="images")
+    w = Parameter(np.zeros((4, 2, 3, 3)), name="kernel")
+    with pytest.raises(ShapeError, match=r"conv2d: images \(None, 3, 8, 8\) have 3 channels but the weights \(4, 2, 3, 3\) expect 2"):
+        nnlayers.compile(ex.conv2d(x, w))
+
+
+def test_reshape_error_is_caught_at_setup() -> None:
+    x = ex.placeholder((None, 6), name="x")
+    with pytest.raises(ShapeError, match=r"reshape: cannot reshape \(None, 6\) into \(4, 3\)"):
+        nnlayers.compile(ex.reshape(x, (4, 3)))
+
+
+def test_error_while_building_asks_for_shapes_lazily() -> None:
+    x = ex.placeholder((2, 3))
+    bad = ex.sum(x, axis=5)
+    with pytest.raises(ShapeError, match="sum: axis 5 is out of range for 2 dimensions"):
+        _ = bad.shape
+
+
+def test_batch_size_changes_reuse_cached_plans() -> None:
+    x, labels, loss, _ = mlp()
+    graph = nnlayers.compile(loss)
+    rng = np.random.default_rng(0)
+    for n in (8, 8, 3, 8, 3):
+        graph.forward({x: rng.normal(size=(n, 4)), labels: rng.integers(0, 3, n)})
+        graph.backward()
+    assert len(graph._plans) == 2
+
+
+def test_feeds_by_name_and_clear_feed_errors() -> None:
+    x, labels, loss, _ = mlp()
+    graph = nnlayers.compile(loss)
+    graph.forward({"x": np.ones((2, 4)), "labels": np.array([0, 2])})
+    with pytest.raises(FeedError, match=r"no value for placeholder 'labels' \(None,\) int64"):
+        graph.forward({x: np.ones((2, 4))})
+    with pytest.raises(FeedError, match=r"placeholder 'x' expects shape \(None, 4\), got \(2, 5\)"):
+        graph.forward({x: np.ones((2, 5)), labels: np.array([0, 2])})
+    with pytest.raises(FeedError, match="no placeholder named 'y'"):
+        graph.forward({"y": np.ones(2)})
+
+
+def test_backward_needs_a_kept_forward() -> None:
+    x, labels, loss, _ = mlp()
+    graph = nnlayers.compile(loss)
+    with pytest.raises(GraphError, match="backward\\(\\) needs a forward\\(\\)"):
+        graph.backward()
+    graph.eval().forward({x: np.ones((2, 4)), labels: np.array([0, 1])})
+    with pytest.raises(GraphError):
+        graph.backward()
+
+
+def test_forward_only_releases_intermediates() -> None:
+    x = ex.placeholder((None, 4), name="x")
+    h = x
+    for _ in range(50):
+        h = ex.tanh(h)
+    graph = nnlayers.compile(ex.sum(h), wrt=[])
+    plan = graph.specialise(batch_size=2)
+    slots = graph._slots(plan, [graph.xp.ones((2, 4))])
+    plan.run_forward(slots, None)
+    assert sum(v is not None for v in slots) == 1  # only the output is still held
+
+
+def test_training_forward_keeps_only_what_backward_reads() -> None:
+    x = ex.placeholder((None, 4), name="x")
+    h = x
+    one = ex.constant(1.0)
+    for _ in range(20):
+        h = h + one  # add keeps nothing for backward
+    graph = nnlayers.compile(ex.sum(h), wrt=[x])
+    plan = graph.specialise(batch_size=2)
+    slots = graph._slots(plan, [graph.xp.ones((2, 4))])
+    plan.run_forward(slots, [None] * plan.size)
+    assert sum(v is not None for v in slots) == 0  # the constant is not read by backward either
+
+
+def test_peak_memory_of_a_chain_does_not_grow_with_depth() -> None:
+    def peak(depth: int, train: bool) -> int:
+        x = ex.placeholder((None, 256), name="x")
+        two, one = ex.constant(2.0), ex.constant(1.0)
+        h = x
+        for _ in range(depth):
+            h = h * two + one
+        graph = nnlayers.compile(ex.sum(h), wrt=[x] if train else [])
+        return graph.peak_memory(batch_size=64, train=train)
+
+    row = 64 * 256 * 4
+    assert peak(10, False) == peak(40, False) <= 3 * row
+    assert peak(10, True) == peak(40, True) <= 4 * row
+
+
+def test_peak_memory_counts_what_backward_keeps() -> None:
+    x = ex.placeholder((None, 256), name="x")
+    h = x
+    for _ in range(10):
+        h = ex.exp(h)  # exp keeps its output for backward
+    graph = nnlayers.compile(ex.sum(h), wrt=[x])
+    assert graph.peak_memory(batch_size=8, train=True) >= 10 * 8 * 256 * 4
+    assert graph.peak_memory(batch_size=8, train=False) <= 3 * 8 * 256 * 4
+
+
+def test_multiple_outputs_and_monitoring() -> None:
+    x, labels, loss, _ = mlp()
+    logits_like = ex.placeholder((None, 4), name="unused")
+    graph = nnlayers.compile([loss, ex.mean(x)])
+    value, mean = graph.forward({x: np.ones((2, 4)), labels: np.array([0, 1]), logits_like: np.ones((1, 4))})
+    assert float(graph.xp.to_numpy(mean)) == 1.0
+    assert np.isfinite(float(graph.xp.to_numpy(value)))
+
+
+def test_float64_graph_end_to_end() -> None:
+    x = ex.placeholder((None, 2), "float64", name="x")
+    W = Parameter(np.eye(2), name="W", dtype="float64")
+    y = ex.sum(ex.sigmoid(x @ W) * 2.0)
+    graph = nnlayers.compile(y)
+    out = graph.forward({x: np.zeros((3, 2))})
+    assert out.dtype == np.float64
+    graph.backward()
+    assert W.grad.dtype == np.float64
