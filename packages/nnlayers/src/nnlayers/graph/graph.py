@@ -79,6 +79,7 @@ class Graph:
         self._constants = [
             (i, xp.asarray(nodes[i].value, dtype=nodes[i].spec.dtype)) for i in a.constants  # type: ignore[attr-defined]
         ]
+        self._array_type: type | None = None
         self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
         self._pending: tuple[Plan, list[Any], list[Any]] | None = None
         self.gradients: dict[Expr, Any] = {}
@@ -176,7 +177,12 @@ class Graph:
         for _, node in self._placeholders:
             if id(node) not in given:
                 raise FeedError(f"feed: no value for {node.describe()} {node.spec}")
-            values.append(self.xp.asarray(given[id(node)], dtype=node.spec.dtype))
+            v = given[id(node)]
+            # Arrays already on the backend with the right dtype skip asarray's checks.
+            if type(v) is not self._array_type or v.dtype != node.spec.dtype:
+                v = self.xp.asarray(v, dtype=node.spec.dtype)
+                self._array_type = type(v)
+            values.append(v)
         return values, tuple(tuple(v.shape) for v in values)
 
     def _plan(self, key: tuple[Any, ...]) -> Plan:
