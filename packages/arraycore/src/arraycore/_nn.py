@@ -491,7 +491,7 @@ def max_pool2d_backward(
     return _crop(dxpad, win)
 
 
-def _avg_divisor(xp: Namespace, win: Window2d, count_include_pad: bool, dtype: Any) -> Any:
+def avg_divisor(xp: Namespace, win: Window2d, count_include_pad: bool, dtype: Any) -> Any:
     """What each window's sum is divided by: a Python number, or an (out_h, out_w) array."""
     if count_include_pad or not win.padded:
         return float(win.kh * win.kw)
@@ -529,7 +529,7 @@ def avg_pool2d(
     for rows, cols in _pool_taps(win):
         tap = xpad[:, :, rows, cols]
         total = tap if total is None else total + tap
-    return total / _avg_divisor(xp, win, count_include_pad, x.dtype)
+    return total / avg_divisor(xp, win, count_include_pad, x.dtype)
 
 
 def avg_pool2d_backward(
@@ -546,7 +546,7 @@ def avg_pool2d_backward(
     win = pool_window(op, x_shape, kernel_size, stride, padding)
     check_output_shape(op, "dy", dy.shape, win, win.c)
     check_float(op, xp.isdtype, dy=dy)
-    share = dy / _avg_divisor(xp, win, count_include_pad, dy.dtype)
+    share = dy / avg_divisor(xp, win, count_include_pad, dy.dtype)
     dxpad = xp.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=dy.dtype)
     for rows, cols in _pool_taps(win):
         dxpad[:, :, rows, cols] += share

@@ -1,0 +1,280 @@
+"""Fast NumPy kernels for the NumPy backend's ``xp.nn`` (replacing :mod:`arraycore._nn`).
+
+Same signatures as the references minus the ``xp`` argument, same argument checks and error
+messages (shared from :mod:`arraycore._nn`), same results within float tolerance and the same
+tie-breaking. What each one does differently, and why (timings in ``docs/nn.md``):
+
+- Convolutions build im2col from a ``sliding_window_view`` with one copy and call one batched
+  ``matmul``; the filter gradient contracts over batch and positions in whichever layout needs
+  the smaller transposed copy.
+- Pooling reduces rows first, then columns (separable), with ``out=`` buffers: fewer passes over
+  memory than one pass per kernel tap. Reductions over small window axes (``max(axis=(4, 5))``
+  of a window view) and ``argmax`` within windows measured 3-20x slower than these loops.
+- Max-pool backward hands the gradient to each window's first maximum by carrying the
+  not-yet-delivered gradient from tap to tap (multiply by the match mask, add, subtract), with
+  no boolean bookkeeping; inputs where that trick is not exact (NaN in a window, non-finite
+  ``dy``, a window of -inf next to padding) go to the reference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .. import _nn
+from .._nn import Window2d
+
+__all__ = [
+    "conv2d",
+    "conv2d_backward_data",
+    "conv2d_backward_filter",
+    "conv2d_transpose",
+    "max_pool2d",
+    "max_pool2d_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+]
+
+
+def _padded(x: np.ndarray, win: Window2d, fill: float) -> np.ndarray:
+    if not win.padded:
+        return x
+    xpad = np.full((win.n, win.c, win.padded_h, win.padded_w), fill, dtype=x.dtype)
+    rows, cols = win.interior()
+    xpad[:, :, rows, cols] = x
+    return xpad
+
+
+def _crop(xpad: np.ndarray, win: Window2d) -> np.ndarray:
+    if not win.padded:
+        return xpad
+    rows, cols = win.interior()
+    return xpad[:, :, rows, cols]
+
+
+def _windows(x: np.ndarray, win: Window2d) -> np.ndarray:
+    """A read-only ``(N, C, out_h, out_w, KH, KW)`` view of every window of the padded input."""
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+    span = (dh * (win.kh - 1) + 1, dw * (win.kw - 1) + 1)
+    view = sliding_window_view(_padded(x, win, 0), span, axis=(2, 3))
+    return view[:, :, ::sh, ::sw, ::dh, ::dw]
+
+
+def _im2col(x: np.ndarray, win: Window2d) -> np.ndarray:
+    """``(N, C*KH*KW, out_h*out_w)``, contiguous: one copy out of the window view."""
+    k = win.c * win.kh * win.kw
+    return _windows(x, win).transpose(0, 1, 4, 5, 2, 3).reshape(win.n, k, win.out_h * win.out_w)
+
+
+def _col2im(w: np.ndarray, dy: np.ndarray, win: Window2d) -> np.ndarray:
+    """The adjoint of im2col + matmul: ``dx`` from weights ``(O, C, KH, KW)`` and ``dy``.
+
+    The columns come out tap-major, ``(N, KH, KW, C, out_h*out_w)``, so that each tap's
+    block, added back with one strided ``+=``, is contiguous per image.
+    """
+    o, k2 = w.shape[0], win.kh * win.kw
+    w_taps = w.transpose(2, 3, 1, 0).reshape(k2 * win.c, o)
+    cols = np.matmul(w_taps, dy.reshape(win.n, o, win.out_h * win.out_w))
+    cols = cols.reshape(win.n, win.kh, win.kw, win.c, win.out_h, win.out_w)
+    xpad = np.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=cols.dtype)
+    for i in range(win.kh):
+        for j in range(win.kw):
+            rows, cols_ = win.window_slices(i, j)
+            xpad[:, :, rows, cols_] += cols[:, i, j]
+    return _crop(xpad, win)
+
+
+# -- convolution ----------------------------------------------------------------------------------
+def conv2d(
+    x: np.ndarray, w: np.ndarray, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+) -> np.ndarray:
+    """:func:`arraycore._nn.conv2d` with im2col from a window view and one batched matmul."""
+    win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+    _nn.check_float("conv2d", np.isdtype, x=x, w=w)
+    o, k = w.shape[0], win.c * win.kh * win.kw
+    y: np.ndarray = np.matmul(w.reshape(o, k), _im2col(x, win))
+    return y.reshape(win.n, o, win.out_h, win.out_w)
+
+
+def conv2d_backward_data(
+    dy: np.ndarray,
+    w: np.ndarray,
+    x_shape: Sequence[int],
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+) -> np.ndarray:
+    """:func:`arraycore._nn.conv2d_backward_data`: one batched matmul, then col2im."""
+    op = "conv2d_backward_data"
+    win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
+    _nn.check_output_shape(op, "dy", dy.shape, win, w.shape[0])
+    _nn.check_float(op, np.isdtype, dy=dy, w=w)
+    return _col2im(w, dy, win)
+
+
+def conv2d_backward_filter(
+    x: np.ndarray,
+    dy: np.ndarray,
+    w_shape: Sequence[int],
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+) -> np.ndarray:
+    """:func:`arraycore._nn.conv2d_backward_filter`: im2col and one contraction."""
+    op = "conv2d_backward_filter"
+    win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
+    o = int(w_shape[0])
+    _nn.check_output_shape(op, "dy", dy.shape, win, o)
+    _nn.check_float(op, np.isdtype, x=x, dy=dy)
+    k, positions = win.c * win.kh * win.kw, win.out_h * win.out_w
+    dy3 = dy.reshape(win.n, o, positions)
+    dw: np.ndarray
+    if positions >= k:
+        # many positions, short columns (first layers): N small products, then a sum of N
+        # (O, K) results, cheaper than transposing the large dy
+        dw = np.matmul(dy3, _im2col(x, win).transpose(0, 2, 1)).sum(axis=0)
+    else:
+        # long columns (deep layers): one product over (batch, position) after transposing
+        # dy, the smaller operand
+        cols = _windows(x, win).transpose(1, 4, 5, 0, 2, 3).reshape(k, win.n * positions)
+        dw = dy3.transpose(1, 0, 2).reshape(o, win.n * positions) @ cols.T
+    return dw.reshape(o, win.c, win.kh, win.kw)
+
+
+def conv2d_transpose(
+    x: np.ndarray,
+    w: np.ndarray,
+    *,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
+    output_padding: Any = 0,
+) -> np.ndarray:
+    """:func:`arraycore._nn.conv2d_transpose`: one batched matmul, then col2im."""
+    op = "conv2d_transpose"
+    win = _nn.conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
+    _nn.check_float(op, np.isdtype, x=x, w=w)
+    return _col2im(w, x, win)
+
+
+# -- pooling ----------------------------------------------------------------------------------------
+def _separable(xpad: np.ndarray, win: Window2d, ufunc: np.ufunc) -> np.ndarray:
+    """``ufunc``-reduce every window: over its rows first, then over its columns."""
+    (sh, sw), n_rows, n_cols = win.stride, win.out_h, win.out_w
+
+    def rows(i: int) -> slice:
+        return slice(i, i + sh * (n_rows - 1) + 1, sh)
+
+    def cols(j: int) -> slice:
+        return slice(j, j + sw * (n_cols - 1) + 1, sw)
+
+    if win.kh == 1:
+        acc = xpad[:, :, rows(0), :]
+    else:
+        acc = ufunc(xpad[:, :, rows(0), :], xpad[:, :, rows(1), :])
+        for i in range(2, win.kh):
+            ufunc(acc, xpad[:, :, rows(i), :], out=acc)
+    if win.kw == 1:
+        return np.array(acc[:, :, :, cols(0)])
+    out: np.ndarray = ufunc(acc[:, :, :, cols(0)], acc[:, :, :, cols(1)])
+    for j in range(2, win.kw):
+        ufunc(out, acc[:, :, :, cols(j)], out=out)
+    return out
+
+
+def max_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any = 0) -> np.ndarray:
+    """:func:`arraycore._nn.max_pool2d`, separable: max over rows, then over columns."""
+    win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
+    _nn.check_float("max_pool2d", np.isdtype, x=x)
+    return _separable(_padded(x, win, -np.inf), win, np.maximum)
+
+
+def max_pool2d_backward(
+    dy: np.ndarray, x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any = 0
+) -> np.ndarray:
+    """:func:`arraycore._nn.max_pool2d_backward`: the first maximum of each window gets ``dy``."""
+    op = "max_pool2d_backward"
+    win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
+    _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+    _nn.check_float(op, np.isdtype, dy=dy, x=x)
+    xpad = _padded(x, win, -np.inf)
+    y = _separable(xpad, win, np.maximum)
+    if np.isnan(y).any() or not np.isfinite(dy).all() or (win.padded and np.isneginf(y).any()):
+        # NaN windows, non-finite gradients and all -inf windows beside padding break the
+        # arithmetic below; the reference handles them (rare, so its speed does not matter)
+        result: np.ndarray = _nn.max_pool2d_backward(np, dy, x, kernel_size, stride, padding)
+        return result
+    # `left` is the gradient each window has not yet handed out; a tap that matches the max
+    # takes all of it (left * 1) and leaves 0 for later ties (left - left == 0, dy finite)
+    left = np.array(dy, copy=True)
+    dxpad = np.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=dy.dtype)
+    match = np.empty(y.shape, dtype=bool)
+    # windows that do not overlap write each pixel once: write the share in place
+    overlapping = win.stride[0] < win.kh or win.stride[1] < win.kw
+    share = np.empty(y.shape, dtype=dy.dtype) if overlapping else None
+    for i in range(win.kh):
+        for j in range(win.kw):
+            rows, cols = win.window_slices(i, j)
+            target = dxpad[:, :, rows, cols]
+            np.equal(xpad[:, :, rows, cols], y, out=match)
+            if share is None:
+                np.multiply(left, match, out=target)
+                left -= target
+            else:
+                np.multiply(left, match, out=share)
+                target += share
+                left -= share
+    return _crop(dxpad, win)
+
+
+def avg_pool2d(
+    x: np.ndarray,
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    count_include_pad: bool = True,
+) -> np.ndarray:
+    """:func:`arraycore._nn.avg_pool2d`, separable: sum over rows, then columns, then divide."""
+    win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
+    _nn.check_float("avg_pool2d", np.isdtype, x=x)
+    total = _separable(_padded(x, win, 0), win, np.add)
+    total /= _nn.avg_divisor(np, win, count_include_pad, x.dtype)
+    return total
+
+
+def avg_pool2d_backward(
+    dy: np.ndarray,
+    x_shape: Sequence[int],
+    kernel_size: Any,
+    stride: Any = None,
+    padding: Any = 0,
+    count_include_pad: bool = True,
+) -> np.ndarray:
+    """:func:`arraycore._nn.avg_pool2d_backward`, separable: spread ``dy`` over the columns of
+    each window, then over its rows (writes instead of adds where windows do not overlap)."""
+    op = "avg_pool2d_backward"
+    win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
+    _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+    _nn.check_float(op, np.isdtype, dy=dy)
+    share = dy / _nn.avg_divisor(np, win, count_include_pad, dy.dtype)
+    (sh, sw), (kh, kw) = win.stride, (win.kh, win.kw)
+    spread = np.zeros((win.n, win.c, win.out_h, win.padded_w), dtype=dy.dtype)
+    for j in range(kw):
+        target = spread[:, :, :, j : j + sw * (win.out_w - 1) + 1 : sw]
+        if sw < kw:
+            target += share
+        else:
+            target[...] = share
+    dxpad = np.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=dy.dtype)
+    for i in range(kh):
+        target = dxpad[:, :, i : i + sh * (win.out_h - 1) + 1 : sh, :]
+        if sh < kh:
+            target += spread
+        else:
+            target[...] = spread
+    return _crop(dxpad, win)
