@@ -29,7 +29,9 @@ class Parameter(Expr):
     def __init__(
         self, value: Any, *, name: str | None = None, dtype: Any = None, trainable: bool = True
     ) -> None:
-        if hasattr(value, "shape") and not isinstance(value, np.ndarray | np.generic | list | tuple):
+        if hasattr(value, "shape") and not isinstance(
+            value, np.ndarray | np.generic | list | tuple
+        ):
             dt = np.dtype(value.dtype) if dtype is None else np.dtype(dtype)
             if dt != value.dtype:
                 raise TypeError(f"Parameter {name!r}: give a value of dtype {dt.name}")

@@ -40,7 +40,10 @@ def test_nan_guard_names_the_first_op() -> None:
     graph.backward()
     with (
         np.errstate(invalid="ignore"),
-        pytest.raises(NonFiniteError, match=r"forward of log 'log_of_x' \(built at .*test_graph_debug.py:\d+: h = ex.log\(x\)"),
+        pytest.raises(
+            NonFiniteError,
+            match=r"forward of log 'log_of_x' \(built at .*test_graph_debug.py:\d+: h = ex.log\(x\)",
+        ),
     ):
         graph.forward({x: np.array([[1.0, -2.0]])})
 

@@ -17,8 +17,11 @@ def host(xp, a):
 
 def test_fan_out_h_used_twice(tol) -> None:
     """``h = a + c; y = h*u + h*v``: h's gradient is the sum of both uses."""
-    check_gradients(lambda a, c, u, v: (lambda h: h * u + h * v)(a + c),
-                    [np.random.default_rng(1).uniform(-1, 1, (3, 4)) for _ in range(4)], tol)
+    check_gradients(
+        lambda a, c, u, v: (lambda h: h * u + h * v)(a + c),
+        [np.random.default_rng(1).uniform(-1, 1, (3, 4)) for _ in range(4)],
+        tol,
+    )
 
 
 def test_fan_out_values(tol) -> None:
@@ -51,14 +54,20 @@ def test_deeper_diamonds_and_repeated_inputs(tol) -> None:
 
 def test_fan_out_over_many_consumers_accumulates_in_place(tol) -> None:
     """Four consumers: the third and fourth contributions are added in place."""
-    check_gradients(lambda x: x * 2.0 + ex.exp(x) + ex.tanh(x) + x * x,
-                    [np.random.default_rng(4).uniform(-1, 1, (3,))], tol)
+    check_gradients(
+        lambda x: x * 2.0 + ex.exp(x) + ex.tanh(x) + x * x,
+        [np.random.default_rng(4).uniform(-1, 1, (3,))],
+        tol,
+    )
 
 
 def test_scalar_fan_out(tol) -> None:
     """0-d nodes never accumulate in place (NumPy returns scalars for them)."""
-    check_gradients(lambda x: (lambda s: s * s + s * 3.0 + ex.exp(s))(ex.sum(x)),
-                    [np.random.default_rng(5).uniform(-1, 1, (4,))], tol)
+    check_gradients(
+        lambda x: (lambda s: s * s + s * 3.0 + ex.exp(s))(ex.sum(x)),
+        [np.random.default_rng(5).uniform(-1, 1, (4,))],
+        tol,
+    )
 
 
 def test_ten_thousand_node_chain() -> None:

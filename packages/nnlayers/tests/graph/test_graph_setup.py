@@ -45,7 +45,10 @@ def test_broadcast_error_is_caught_at_setup() -> None:
 def test_conv_channel_mismatch_is_caught_at_setup() -> None:
     x = ex.placeholder((None, 3, 8, 8), name="images")
     w = Parameter(np.zeros((4, 2, 3, 3)), name="kernel")
-    with pytest.raises(ShapeError, match=r"conv2d: images \(None, 3, 8, 8\) have 3 channels but the weights \(4, 2, 3, 3\) expect 2"):
+    with pytest.raises(
+        ShapeError,
+        match=r"conv2d: images \(None, 3, 8, 8\) have 3 channels but the weights \(4, 2, 3, 3\) expect 2",
+    ):
         nnlayers.compile(ex.conv2d(x, w))
 
 
@@ -148,7 +151,9 @@ def test_multiple_outputs_and_monitoring() -> None:
     x, labels, loss, _ = mlp()
     logits_like = ex.placeholder((None, 4), name="unused")
     graph = nnlayers.compile([loss, ex.mean(x)])
-    value, mean = graph.forward({x: np.ones((2, 4)), labels: np.array([0, 1]), logits_like: np.ones((1, 4))})
+    value, mean = graph.forward(
+        {x: np.ones((2, 4)), labels: np.array([0, 1]), logits_like: np.ones((1, 4))}
+    )
     assert float(graph.xp.to_numpy(mean)) == 1.0
     assert np.isfinite(float(graph.xp.to_numpy(value)))
 

@@ -26,8 +26,13 @@ from nnlayers.testing import (
 )
 from nnlayers.testing import reference as ref
 
-
-BROADCAST_SHAPES = [[(3, 4), (3, 4)], [(2, 3, 4), (4,)], [(3, 1), (1, 4)], [(), (2, 3)], [(2, 1, 3), (4, 1)]]
+BROADCAST_SHAPES = [
+    [(3, 4), (3, 4)],
+    [(2, 3, 4), (4,)],
+    [(3, 1), (1, 4)],
+    [(), (2, 3)],
+    [(2, 1, 3), (4, 1)],
+]
 UNARY_SHAPES = [[(3, 4)], [(2, 1, 3)], [(5,)], [()]]
 
 
@@ -73,10 +78,20 @@ CASES: list[OpCase] = [
     *binary("power", lambda a, b: a**b, np.power, (positive, real)),
     *binary("maximum", ex.maximum, np.maximum, (distinct, lambda r, s: distinct(r, s) + 0.05)),
     *binary("minimum", ex.minimum, np.minimum, (distinct, lambda r, s: distinct(r, s) + 0.05)),
-    OpCase("where", lambda a, b: ex.where(ex.constant(np.array([True, False, True])), a, b),
-           [(2, 3), (1, 3)], lambda a, b: np.where([True, False, True], a, b)),
-    OpCase("where", lambda a, b: ex.where(a > 0.0, a, b), [(2, 3), (3,)],
-           lambda a, b: np.where(a > 0, a, b), (away_from_zero, real), label="from-compare"),
+    OpCase(
+        "where",
+        lambda a, b: ex.where(ex.constant(np.array([True, False, True])), a, b),
+        [(2, 3), (1, 3)],
+        lambda a, b: np.where([True, False, True], a, b),
+    ),
+    OpCase(
+        "where",
+        lambda a, b: ex.where(a > 0.0, a, b),
+        [(2, 3), (3,)],
+        lambda a, b: np.where(a > 0, a, b),
+        (away_from_zero, real),
+        label="from-compare",
+    ),
     *unary("negative", lambda x: -x, np.negative),
     *unary("abs", ex.abs, np.abs, away_from_zero),
     *unary("exp", ex.exp, np.exp),
@@ -89,87 +104,270 @@ CASES: list[OpCase] = [
     *unary("sigmoid", ex.sigmoid, _sigmoid),
     *unary("log_sigmoid", ex.log_sigmoid, lambda x: np.log(_sigmoid(x))),
     *unary("relu", ex.relu, lambda x: np.maximum(x, 0), away_from_zero),
-    *unary("leaky_relu", lambda x: ex.leaky_relu(x, 0.1), lambda x: np.where(x > 0, x, 0.1 * x), away_from_zero),
+    *unary(
+        "leaky_relu",
+        lambda x: ex.leaky_relu(x, 0.1),
+        lambda x: np.where(x > 0, x, 0.1 * x),
+        away_from_zero,
+    ),
     *unary("elu", ex.elu, lambda x: np.where(x > 0, x, np.expm1(x)), away_from_zero),
     *unary("softplus", ex.softplus, lambda x: np.log1p(np.exp(x))),
     *unary("gelu", ex.gelu, _gelu),
     *unary("clip", lambda x: ex.clip(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7), distinct),
     OpCase("astype", lambda x: ex.astype(x, "float64") * 2.0, [(2, 3)], lambda x: 2 * x),
     *[
-        OpCase(name, lambda x, f=f, kw=kw: f(x, **kw), [shape], lambda x, r=r, kw=kw: r(x, axis=kw["axis"], keepdims=kw["keepdims"]),
-               (distinct,), label=f"axis={kw['axis']},keepdims={kw['keepdims']}")
-        for name, f, r in [("sum", ex.sum, np.sum), ("mean", ex.mean, np.mean),
-                           ("max", ex.max, np.max), ("min", ex.min, np.min)]
-        for shape, kw in [((3, 4), {"axis": None, "keepdims": False}),
-                          ((3, 4), {"axis": 1, "keepdims": True}),
-                          ((2, 3, 4), {"axis": (0, 2), "keepdims": False}),
-                          ((1, 4), {"axis": 0, "keepdims": False}),
-                          ((5,), {"axis": -1, "keepdims": True})]
+        OpCase(
+            name,
+            lambda x, f=f, kw=kw: f(x, **kw),
+            [shape],
+            lambda x, r=r, kw=kw: r(x, axis=kw["axis"], keepdims=kw["keepdims"]),
+            (distinct,),
+            label=f"axis={kw['axis']},keepdims={kw['keepdims']}",
+        )
+        for name, f, r in [
+            ("sum", ex.sum, np.sum),
+            ("mean", ex.mean, np.mean),
+            ("max", ex.max, np.max),
+            ("min", ex.min, np.min),
+        ]
+        for shape, kw in [
+            ((3, 4), {"axis": None, "keepdims": False}),
+            ((3, 4), {"axis": 1, "keepdims": True}),
+            ((2, 3, 4), {"axis": (0, 2), "keepdims": False}),
+            ((1, 4), {"axis": 0, "keepdims": False}),
+            ((5,), {"axis": -1, "keepdims": True}),
+        ]
     ],
-    *[OpCase("matmul", lambda a, b: a @ b, s, np.matmul)
-      for s in [[(3, 4), (4, 5)], [(2, 3, 4), (4, 5)], [(2, 3, 4), (1, 4, 2)], [(4,), (4, 3)],
-                [(3, 4), (4,)], [(2, 1, 3), (3, 1)]]],
-    OpCase("norm", lambda x: ex.norm(x, axis=1), [(3, 4)], lambda x: np.linalg.norm(x, axis=1), (away_from_zero,)),
+    *[
+        OpCase("matmul", lambda a, b: a @ b, s, np.matmul)
+        for s in [
+            [(3, 4), (4, 5)],
+            [(2, 3, 4), (4, 5)],
+            [(2, 3, 4), (1, 4, 2)],
+            [(4,), (4, 3)],
+            [(3, 4), (4,)],
+            [(2, 1, 3), (3, 1)],
+        ]
+    ],
+    OpCase(
+        "norm",
+        lambda x: ex.norm(x, axis=1),
+        [(3, 4)],
+        lambda x: np.linalg.norm(x, axis=1),
+        (away_from_zero,),
+    ),
     OpCase("norm", ex.norm, [(2, 3)], np.linalg.norm, (away_from_zero,), label="all"),
     OpCase("reshape", lambda x: ex.reshape(x, (4, -1)), [(2, 3, 2)], lambda x: x.reshape(4, -1)),
-    OpCase("reshape", lambda x: ex.expand_dims(x, 1), [(3, 4)], lambda x: x[:, None], label="expand_dims"),
+    OpCase(
+        "reshape",
+        lambda x: ex.expand_dims(x, 1),
+        [(3, 4)],
+        lambda x: x[:, None],
+        label="expand_dims",
+    ),
     OpCase("reshape", lambda x: ex.squeeze(x, 1), [(3, 1, 4)], lambda x: x[:, 0], label="squeeze"),
     OpCase("reshape", ex.flatten, [(2, 3, 2, 2)], lambda x: x.reshape(2, -1), label="flatten"),
     OpCase("permute_dims", lambda x: x.T, [(3, 4)], lambda x: x.T),
-    OpCase("permute_dims", lambda x: ex.permute_dims(x, (2, 0, 1)), [(2, 3, 4)], lambda x: x.transpose(2, 0, 1)),
-    OpCase("broadcast_to", lambda x: ex.broadcast_to(x, (2, 3, 4)), [(3, 1)], lambda x: np.broadcast_to(x, (2, 3, 4))),
+    OpCase(
+        "permute_dims",
+        lambda x: ex.permute_dims(x, (2, 0, 1)),
+        [(2, 3, 4)],
+        lambda x: x.transpose(2, 0, 1),
+    ),
+    OpCase(
+        "broadcast_to",
+        lambda x: ex.broadcast_to(x, (2, 3, 4)),
+        [(3, 1)],
+        lambda x: np.broadcast_to(x, (2, 3, 4)),
+    ),
     OpCase("getitem", lambda x: x[:, 2:5], [(3, 6)], lambda x: x[:, 2:5]),
-    OpCase("getitem", lambda x: x[1, ::2, None], [(3, 5)], lambda x: x[1, ::2, None], label="int-step-newaxis"),
+    OpCase(
+        "getitem",
+        lambda x: x[1, ::2, None],
+        [(3, 5)],
+        lambda x: x[1, ::2, None],
+        label="int-step-newaxis",
+    ),
     OpCase("getitem", lambda x: x[..., -1], [(2, 3, 4)], lambda x: x[..., -1], label="ellipsis"),
-    OpCase("take", lambda e, i: ex.take(e, i), [(5, 3), (2, 4)], lambda e, i: e[i], (real, integers(5)),
-           label="embedding"),
-    OpCase("take", lambda x: ex.take(x, np.array([2, 0, 2]), axis=1), [(2, 4)], lambda x: x[:, [2, 0, 2]],
-           label="axis1-repeats"),
-    OpCase("concat", lambda a, b: ex.concat([a, b], axis=1), [(2, 3), (2, 1)], lambda a, b: np.concatenate([a, b], 1)),
-    OpCase("concat", lambda a, b: ex.stack([a, b], axis=0), [(2, 3), (2, 3)], lambda a, b: np.stack([a, b]), label="stack"),
-    OpCase("getitem", lambda x: ex.split(x, 3, axis=1)[1] * 2.0 + ex.split(x, [1], axis=1)[0],
-           [(2, 3)], lambda x: x[:, 1:2] * 2 + x[:, :1], label="split"),
-    OpCase("pad", lambda x: ex.pad(x, ((1, 0), (2, 1))), [(2, 3)], lambda x: np.pad(x, ((1, 0), (2, 1)))),
+    OpCase(
+        "take",
+        lambda e, i: ex.take(e, i),
+        [(5, 3), (2, 4)],
+        lambda e, i: e[i],
+        (real, integers(5)),
+        label="embedding",
+    ),
+    OpCase(
+        "take",
+        lambda x: ex.take(x, np.array([2, 0, 2]), axis=1),
+        [(2, 4)],
+        lambda x: x[:, [2, 0, 2]],
+        label="axis1-repeats",
+    ),
+    OpCase(
+        "concat",
+        lambda a, b: ex.concat([a, b], axis=1),
+        [(2, 3), (2, 1)],
+        lambda a, b: np.concatenate([a, b], 1),
+    ),
+    OpCase(
+        "concat",
+        lambda a, b: ex.stack([a, b], axis=0),
+        [(2, 3), (2, 3)],
+        lambda a, b: np.stack([a, b]),
+        label="stack",
+    ),
+    OpCase(
+        "getitem",
+        lambda x: ex.split(x, 3, axis=1)[1] * 2.0 + ex.split(x, [1], axis=1)[0],
+        [(2, 3)],
+        lambda x: x[:, 1:2] * 2 + x[:, :1],
+        label="split",
+    ),
+    OpCase(
+        "pad",
+        lambda x: ex.pad(x, ((1, 0), (2, 1))),
+        [(2, 3)],
+        lambda x: np.pad(x, ((1, 0), (2, 1))),
+    ),
     OpCase("softmax", ex.softmax, [(3, 4)], ref.softmax),
-    OpCase("softmax", lambda x: ex.softmax(x, axis=0), [(3, 1, 2)], lambda x: ref.softmax(x, 0), label="axis0"),
+    OpCase(
+        "softmax",
+        lambda x: ex.softmax(x, axis=0),
+        [(3, 1, 2)],
+        lambda x: ref.softmax(x, 0),
+        label="axis0",
+    ),
     OpCase("log_softmax", ex.log_softmax, [(3, 4)], ref.log_softmax),
-    OpCase("log_softmax", lambda x: ex.log_softmax(x, axis=1), [(2, 3, 2)], lambda x: ref.log_softmax(x, 1), label="axis1"),
+    OpCase(
+        "log_softmax",
+        lambda x: ex.log_softmax(x, axis=1),
+        [(2, 3, 2)],
+        lambda x: ref.log_softmax(x, 1),
+        label="axis1",
+    ),
     OpCase("conv2d", ex.conv2d, [(2, 3, 5, 5), (4, 3, 3, 3)], ref.conv2d),
-    OpCase("conv2d", lambda x, w: ex.conv2d(x, w, stride=2, padding="same"), [(1, 2, 5, 6), (3, 2, 3, 3)],
-           lambda x, w: ref.conv2d(x, w, 2, ((1, 1), (0, 1))), label="same-stride2"),
-    OpCase("conv2d", lambda x, w: ex.conv2d(x, w, padding=1, dilation=2), [(2, 2, 6, 6), (2, 2, 3, 3)],
-           lambda x, w: ref.conv2d(x, w, 1, 1, 2), label="dilation2"),
-    OpCase("conv2d", lambda x, w: ex.conv2d(x, w, padding=((1, 0), (0, 1))), [(1, 1, 4, 4), (2, 1, 2, 2)],
-           lambda x, w: ref.conv2d(x, w, 1, ((1, 0), (0, 1))), label="asymmetric"),
-    OpCase("conv2d_transpose", ex.conv2d_transpose, [(2, 3, 3, 3), (3, 2, 3, 3)], ref.conv2d_transpose),
-    OpCase("conv2d_transpose", lambda x, w: ex.conv2d_transpose(x, w, stride=2, padding=1, output_padding=1),
-           [(1, 2, 3, 3), (2, 3, 3, 3)], lambda x, w: ref.conv2d_transpose(x, w, 2, 1, 1, 1), label="stride2"),
-    OpCase("max_pool2d", lambda x: ex.max_pool2d(x, 2), [(2, 2, 4, 4)], lambda x: ref.max_pool2d(x, 2), (distinct,)),
-    OpCase("max_pool2d", lambda x: ex.max_pool2d(x, 3, 2, 1), [(1, 2, 5, 5)], lambda x: ref.max_pool2d(x, 3, 2, 1),
-           (distinct,), label="overlap-pad"),
-    OpCase("avg_pool2d", lambda x: ex.avg_pool2d(x, 2), [(2, 2, 4, 4)], lambda x: ref.avg_pool2d(x, 2)),
-    OpCase("avg_pool2d", lambda x: ex.avg_pool2d(x, 3, 2, 1, count_include_pad=False), [(1, 2, 5, 5)],
-           lambda x: ref.avg_pool2d(x, 3, 2, 1, False), label="exclude-pad"),
+    OpCase(
+        "conv2d",
+        lambda x, w: ex.conv2d(x, w, stride=2, padding="same"),
+        [(1, 2, 5, 6), (3, 2, 3, 3)],
+        lambda x, w: ref.conv2d(x, w, 2, ((1, 1), (0, 1))),
+        label="same-stride2",
+    ),
+    OpCase(
+        "conv2d",
+        lambda x, w: ex.conv2d(x, w, padding=1, dilation=2),
+        [(2, 2, 6, 6), (2, 2, 3, 3)],
+        lambda x, w: ref.conv2d(x, w, 1, 1, 2),
+        label="dilation2",
+    ),
+    OpCase(
+        "conv2d",
+        lambda x, w: ex.conv2d(x, w, padding=((1, 0), (0, 1))),
+        [(1, 1, 4, 4), (2, 1, 2, 2)],
+        lambda x, w: ref.conv2d(x, w, 1, ((1, 0), (0, 1))),
+        label="asymmetric",
+    ),
+    OpCase(
+        "conv2d_transpose", ex.conv2d_transpose, [(2, 3, 3, 3), (3, 2, 3, 3)], ref.conv2d_transpose
+    ),
+    OpCase(
+        "conv2d_transpose",
+        lambda x, w: ex.conv2d_transpose(x, w, stride=2, padding=1, output_padding=1),
+        [(1, 2, 3, 3), (2, 3, 3, 3)],
+        lambda x, w: ref.conv2d_transpose(x, w, 2, 1, 1, 1),
+        label="stride2",
+    ),
+    OpCase(
+        "max_pool2d",
+        lambda x: ex.max_pool2d(x, 2),
+        [(2, 2, 4, 4)],
+        lambda x: ref.max_pool2d(x, 2),
+        (distinct,),
+    ),
+    OpCase(
+        "max_pool2d",
+        lambda x: ex.max_pool2d(x, 3, 2, 1),
+        [(1, 2, 5, 5)],
+        lambda x: ref.max_pool2d(x, 3, 2, 1),
+        (distinct,),
+        label="overlap-pad",
+    ),
+    OpCase(
+        "avg_pool2d", lambda x: ex.avg_pool2d(x, 2), [(2, 2, 4, 4)], lambda x: ref.avg_pool2d(x, 2)
+    ),
+    OpCase(
+        "avg_pool2d",
+        lambda x: ex.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+        [(1, 2, 5, 5)],
+        lambda x: ref.avg_pool2d(x, 3, 2, 1, False),
+        label="exclude-pad",
+    ),
     OpCase("dropout", lambda x: ex.dropout(x, 0.5), [(4, 5)], None, reseed=True),
-    OpCase("dropout", lambda x: ex.dropout(x, 0.5), [(4, 5)], lambda x: x, training=False, label="eval"),
-    OpCase("dropout", lambda x: ex.dropout(x, 0.3, spatial=True), [(2, 3, 2, 2)], None, reseed=True, label="spatial"),
+    OpCase(
+        "dropout", lambda x: ex.dropout(x, 0.5), [(4, 5)], lambda x: x, training=False, label="eval"
+    ),
+    OpCase(
+        "dropout",
+        lambda x: ex.dropout(x, 0.3, spatial=True),
+        [(2, 3, 2, 2)],
+        None,
+        reseed=True,
+        label="spatial",
+    ),
     *[
-        OpCase("batch_norm", _batch_norm(c), [x_shape, (c,), (c,)], _batch_norm_reference(c, train),
-               (real, positive, real), training=train, label=("train" if train else "eval"))
+        OpCase(
+            "batch_norm",
+            _batch_norm(c),
+            [x_shape, (c,), (c,)],
+            _batch_norm_reference(c, train),
+            (real, positive, real),
+            training=train,
+            label=("train" if train else "eval"),
+        )
         for x_shape, c in [((5, 3), 3), ((2, 3, 2, 2), 3)]
         for train in (True, False)
     ],
-    OpCase("layer_norm", lambda x, g, b: ex.layer_norm(x, g, b), [(3, 4), (4,), (4,)],
-           lambda x, g, b: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b),
-    OpCase("softmax_cross_entropy", ex.softmax_cross_entropy, [(4, 3), (4,)],
-           lambda z, t: -ref.log_softmax(z)[np.arange(4), t].mean(), (real, integers(3)), label="labels"),
-    OpCase("softmax_cross_entropy", ex.softmax_cross_entropy, [(4, 3), (4, 3)],
-           lambda z, t: -(t * ref.log_softmax(z)).sum() / 4, (real, probabilities), label="probabilities"),
-    OpCase("sigmoid_cross_entropy", ex.sigmoid_cross_entropy, [(4, 3), (4, 3)],
-           lambda z, t: (np.logaddexp(0, z) - z * t).sum() / 4, (real, unit)),
-    OpCase("squared_error", ex.squared_error, [(4, 3), (4, 3)], lambda p, t: ((p - t) ** 2).sum() / 4),
-    OpCase("kl_standard_normal", ex.kl_standard_normal, [(4, 2), (4, 2)],
-           lambda m, lv: (-0.5 * (1 + lv - m**2 - np.exp(lv))).sum() / 4),
+    OpCase(
+        "layer_norm",
+        lambda x, g, b: ex.layer_norm(x, g, b),
+        [(3, 4), (4,), (4,)],
+        lambda x, g, b: (
+            (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
+        ),
+    ),
+    OpCase(
+        "softmax_cross_entropy",
+        ex.softmax_cross_entropy,
+        [(4, 3), (4,)],
+        lambda z, t: -ref.log_softmax(z)[np.arange(4), t].mean(),
+        (real, integers(3)),
+        label="labels",
+    ),
+    OpCase(
+        "softmax_cross_entropy",
+        ex.softmax_cross_entropy,
+        [(4, 3), (4, 3)],
+        lambda z, t: -(t * ref.log_softmax(z)).sum() / 4,
+        (real, probabilities),
+        label="probabilities",
+    ),
+    OpCase(
+        "sigmoid_cross_entropy",
+        ex.sigmoid_cross_entropy,
+        [(4, 3), (4, 3)],
+        lambda z, t: (np.logaddexp(0, z) - z * t).sum() / 4,
+        (real, unit),
+    ),
+    OpCase(
+        "squared_error", ex.squared_error, [(4, 3), (4, 3)], lambda p, t: ((p - t) ** 2).sum() / 4
+    ),
+    OpCase(
+        "kl_standard_normal",
+        ex.kl_standard_normal,
+        [(4, 2), (4, 2)],
+        lambda m, lv: (-0.5 * (1 + lv - m**2 - np.exp(lv))).sum() / 4,
+    ),
 ]
 
 

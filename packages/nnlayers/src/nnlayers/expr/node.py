@@ -11,7 +11,8 @@ from __future__ import annotations
 import linecache
 import os
 import sys
-from typing import TYPE_CHECKING, Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -27,7 +28,7 @@ _SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
 
 def _build_site() -> tuple[str, int] | None:
     """File and line of the first caller frame outside nnlayers (where the user built the node)."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back
     return None if frame is None else (frame.f_code.co_filename, frame.f_lineno)
@@ -48,7 +49,10 @@ class Expr:
     __array_ufunc__ = None
 
     def __init__(
-        self, op: Op | None, inputs: tuple[Expr, ...] = (), spec: Spec | None = None,
+        self,
+        op: Op | None,
+        inputs: tuple[Expr, ...] = (),
+        spec: Spec | None = None,
         name: str | None = None,
     ) -> None:
         self.op = op
@@ -128,55 +132,55 @@ class Expr:
 
     # -- operators (NumPy semantics, Python numbers and NumPy arrays become constants) ----------
     def __add__(self, other: Any) -> Expr:
-        return _math().add(self, other)
+        return _call("add", self, other)
 
     def __radd__(self, other: Any) -> Expr:
-        return _math().add(other, self)
+        return _call("add", other, self)
 
     def __sub__(self, other: Any) -> Expr:
-        return _math().subtract(self, other)
+        return _call("subtract", self, other)
 
     def __rsub__(self, other: Any) -> Expr:
-        return _math().subtract(other, self)
+        return _call("subtract", other, self)
 
     def __mul__(self, other: Any) -> Expr:
-        return _math().multiply(self, other)
+        return _call("multiply", self, other)
 
     def __rmul__(self, other: Any) -> Expr:
-        return _math().multiply(other, self)
+        return _call("multiply", other, self)
 
     def __truediv__(self, other: Any) -> Expr:
-        return _math().divide(self, other)
+        return _call("divide", self, other)
 
     def __rtruediv__(self, other: Any) -> Expr:
-        return _math().divide(other, self)
+        return _call("divide", other, self)
 
     def __pow__(self, other: Any) -> Expr:
-        return _math().power(self, other)
+        return _call("power", self, other)
 
     def __rpow__(self, other: Any) -> Expr:
-        return _math().power(other, self)
+        return _call("power", other, self)
 
     def __neg__(self) -> Expr:
-        return _math().negative(self)
+        return _call("negative", self)
 
     def __pos__(self) -> Expr:
         return self
 
     def __abs__(self) -> Expr:
-        return _math().abs(self)
+        return _call("abs", self)
 
     def __lt__(self, other: Any) -> Expr:
-        return _math().less(self, other)
+        return _call("less", self, other)
 
     def __le__(self, other: Any) -> Expr:
-        return _math().less_equal(self, other)
+        return _call("less_equal", self, other)
 
     def __gt__(self, other: Any) -> Expr:
-        return _math().greater(self, other)
+        return _call("greater", self, other)
 
     def __ge__(self, other: Any) -> Expr:
-        return _math().greater_equal(self, other)
+        return _call("greater_equal", self, other)
 
     def __matmul__(self, other: Any) -> Expr:
         from ..ops.math.linalg import matmul
@@ -238,10 +242,11 @@ class Expr:
         return min_(self, axis=axis, keepdims=keepdims)
 
 
-def _math() -> Any:
+def _call(function: str, *args: Any) -> Expr:
+    """``ex.<function>(*args)`` from the element-wise family (imported late: ops import us)."""
     from ..ops.math import elementwise
 
-    return elementwise
+    return cast(Expr, getattr(elementwise, function)(*args))
 
 
 class Placeholder(Expr):
@@ -281,7 +286,11 @@ def constant(value: Any, dtype: Any = None, name: str | None = None) -> Constant
     Floating values become float32 unless ``dtype`` says otherwise; integers stay int64 (or the
     NumPy array's integer dtype); backend arrays keep their dtype.
     """
-    if hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(value, np.ndarray | np.generic):
+    if (
+        hasattr(value, "shape")
+        and hasattr(value, "dtype")
+        and not isinstance(value, np.ndarray | np.generic)
+    ):
         dt = as_dtype(dtype, np.dtype(value.dtype))
         return Constant(value, Spec(tuple(int(d) for d in value.shape), dt), name)
     host = np.asarray(value)
@@ -306,7 +315,7 @@ def as_expr(value: Any, like: Expr | None = None) -> Expr:
     if isinstance(value, Expr):
         return value
     like_dtype = like.dtype if like is not None else None
-    if isinstance(value, _SCALARS) or isinstance(value, np.ndarray):
+    if isinstance(value, (*_SCALARS, np.ndarray)):
         host = np.asarray(value)
         if like_dtype is not None and host.dtype.kind in "biuf" and like_dtype.kind == "f":
             return constant(host, dtype=like_dtype if host.dtype.kind != "b" else None)
@@ -330,7 +339,7 @@ def infer_specs(outputs: list[Expr]) -> None:
 
     pending = [o for o in outputs if o._spec is None]
     for node in topological_order(pending, skip=known):
-        node._spec = run_infer(node.op, node, [i._spec for i in node.inputs])  # type: ignore[arg-type]
+        node._spec = run_infer(node.op, node, [i.spec for i in node.inputs])  # type: ignore[arg-type]
 
 
 def run_infer(op: Op, node: Expr, specs: list[Spec]) -> Spec:

@@ -80,7 +80,9 @@ def broadcast_shapes(*shapes: Shape) -> Shape:
         dims = [s[axis - ndim + len(s)] for s in shapes if axis - ndim + len(s) >= 0]
         known = {d for d in dims if d is not None and d != 1}
         if len(known) > 1:
-            raise ValueError("shapes " + ", ".join(format_shape(s) for s in shapes) + " do not broadcast")
+            raise ValueError(
+                "shapes " + ", ".join(format_shape(s) for s in shapes) + " do not broadcast"
+            )
         if known:
             out.append(known.pop())
         elif None in dims:

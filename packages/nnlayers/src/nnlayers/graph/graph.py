@@ -51,11 +51,16 @@ class Graph:
     """
 
     def __init__(
-        self, outputs: Expr | list[Expr] | tuple[Expr, ...], wrt: list[Expr] | None = None, *,
-        seed: int = 0, check_finite: bool = False, training: bool = True,
+        self,
+        outputs: Expr | list[Expr] | tuple[Expr, ...],
+        wrt: list[Expr] | None = None,
+        *,
+        seed: int = 0,
+        check_finite: bool = False,
+        training: bool = True,
     ) -> None:
         self._single = not isinstance(outputs, list | tuple)
-        outs = [as_expr(o) for o in ([outputs] if self._single else outputs)]  # type: ignore[list-item]
+        outs = [as_expr(o) for o in ([outputs] if self._single else list(outputs))]
         if not outs:
             raise GraphError("compile: give at least one output expression")
         self.outputs = outs
@@ -66,7 +71,9 @@ class Graph:
         self.wrt = list(wrt)
         self.analysis = analyse(nodes, outs, self.wrt)
         if self.wrt and not outs[0].spec.is_float:
-            raise GraphError(f"compile: the first output {outs[0].describe()} must be floating point")
+            raise GraphError(
+                f"compile: the first output {outs[0].describe()} must be floating point"
+            )
         self.xp = xp = arraycore.namespace()
         self.state = RunState(training, xp.random.default_rng(seed))
         self._check_finite = check_finite
@@ -77,7 +84,8 @@ class Graph:
         for _, p in self._parameters:
             p.to_backend(xp)  # type: ignore[attr-defined]
         self._constants = [
-            (i, xp.asarray(nodes[i].value, dtype=nodes[i].spec.dtype)) for i in a.constants  # type: ignore[attr-defined]
+            (i, xp.asarray(nodes[i].value, dtype=nodes[i].spec.dtype))  # type: ignore[attr-defined]
+            for i in a.constants
         ]
         self._array_type: type | None = None
         self._plans: OrderedDict[tuple[Any, ...], Plan] = OrderedDict()
@@ -112,14 +120,18 @@ class Graph:
             self._plans.clear()
 
     # -- running ---------------------------------------------------------------------------------
-    def forward(self, feeds: dict[Any, Any] | None = None, *, keep_for_backward: bool | None = None):
+    def forward(
+        self, feeds: dict[Any, Any] | None = None, *, keep_for_backward: bool | None = None
+    ) -> Any:
         """Run forward; returns the output array (or the list of them, as compiled).
 
         ``feeds`` maps placeholders (or their names) to arrays (NumPy arrays are moved to the
         backend and cast to the placeholder's dtype). In the train phase the values backward needs
         are kept, unless ``keep_for_backward=False``.
         """
-        keep = (self.training and bool(self.wrt)) if keep_for_backward is None else keep_for_backward
+        keep = (
+            (self.training and bool(self.wrt)) if keep_for_backward is None else keep_for_backward
+        )
         values, key = self._feed(feeds or {})
         plan = self._plan(key)
         slots = self._slots(plan, values)
@@ -166,20 +178,23 @@ class Graph:
     # -- feeds and specialisation --------------------------------------------------------------------
     def _feed(self, feeds: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
         given: dict[int, Any] = {}
-        for k, v in feeds.items():
+        for k, value in feeds.items():
             if isinstance(k, str):
                 if k not in self._by_name:
                     known = ", ".join(sorted(self._by_name)) or "none"
-                    raise FeedError(f"feed: no placeholder named {k!r} in this graph (named: {known})")
+                    raise FeedError(
+                        f"feed: no placeholder named {k!r} in this graph (named: {known})"
+                    )
                 k = self._by_name[k]
-            given[id(k)] = v
+            given[id(k)] = value
         values = []
         for _, node in self._placeholders:
             if id(node) not in given:
                 raise FeedError(f"feed: no value for {node.describe()} {node.spec}")
-            v = given[id(node)]
+            v: Any = given[id(node)]
             # Arrays already on the backend with the right dtype skip asarray's checks.
-            if type(v) is not self._array_type or v.dtype != node.spec.dtype:
+            same_type = type(v) is self._array_type
+            if not same_type or getattr(v, "dtype", None) != node.spec.dtype:
                 v = self.xp.asarray(v, dtype=node.spec.dtype)
                 self._array_type = type(v)
             values.append(v)
@@ -192,7 +207,9 @@ class Graph:
         shapes = {}
         for (i, node), shape in zip(self._placeholders, key, strict=True):
             want = node.spec.shape
-            if len(shape) != len(want) or any(w is not None and w != s for w, s in zip(want, shape, strict=True)):
+            if len(shape) != len(want) or any(
+                w is not None and w != s for w, s in zip(want, shape, strict=True)
+            ):
                 raise FeedError(
                     f"feed: {node.describe()} expects shape {format_shape(want)}, got {format_shape(shape)}"
                 )

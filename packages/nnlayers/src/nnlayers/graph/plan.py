@@ -28,7 +28,11 @@ class Plan:
     """Forward and backward step lists for one set of concrete feed shapes."""
 
     def __init__(
-        self, analysis: Analysis, shapes: dict[int, tuple[int, ...]], xp: Any, state: Any,
+        self,
+        analysis: Analysis,
+        shapes: dict[int, tuple[int, ...]],
+        xp: Any,
+        state: Any,
         guard: bool = False,
     ) -> None:
         self.analysis = a = analysis
@@ -60,7 +64,7 @@ class Plan:
         self.backward_reads: dict[int, int] = {}  # slot -> last backward step reading it
         contributions = [0] * n
         aliasing = [False] * n  # whether a slot's single contribution may alias another array
-        steps = []
+        steps: list[list[Any]] = []
         for i in reversed(range(n)):
             op = self.ops[i]
             if op is None or not a.on_path[i]:
@@ -112,7 +116,9 @@ class Plan:
         for i, op in enumerate(self.ops):
             if op is None:
                 continue
-            free_eval = tuple(j for j in dict.fromkeys(a.inputs[i]) if last_read[j] == i and j not in outputs)
+            free_eval = tuple(
+                j for j in dict.fromkeys(a.inputs[i]) if last_read[j] == i and j not in outputs
+            )
             free_train = tuple(j for j in free_eval if j not in self.backward_reads)
             fn = _bind_forward(op, xp)
             if self.guard:
@@ -162,8 +168,12 @@ class Plan:
             dy = grads[out]
             if clear:
                 grads[out] = None
-            gs = backward(dy, tuple([values[j] for j in read]), values[out] if keep_output else None,
-                          residuals[out])
+            gs = backward(
+                dy,
+                tuple([values[j] for j in read]),
+                values[out] if keep_output else None,
+                residuals[out],
+            )
             residuals[out] = None
             for k, j, mode, cast in actions:
                 g = gs[k]

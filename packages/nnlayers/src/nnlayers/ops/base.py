@@ -16,12 +16,20 @@ An op is declared once, as a subclass of :class:`Op`:
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec, broadcast_shapes
+
+Inputs = tuple[Any, ...]
+"""The inputs a backward receives (``None`` for those it did not keep)."""
+Needs = tuple[bool, ...]
+"""Which inputs need a gradient."""
+Grads = tuple[Any, ...]
+"""One gradient per input (``None`` where not needed)."""
 
 REGISTRY: dict[str, type[Op]] = {}
 """Every op class by name (the op-table test checks that each differentiable one is covered)."""
@@ -30,12 +38,7 @@ REGISTRY: dict[str, type[Op]] = {}
 class Op:
     """Base class of every op: one declaration holds inference, forward, backward and what is kept.
 
-    >>> class Double(Unary):
-    ...     name = "double_doc_example"
-    ...     def forward(self, xp, x):
-    ...         return x * 2.0
-    ...     def backward(self, xp, dy, inputs, output, residual, needs):
-    ...         return (dy * 2.0,)
+    See ``packages/nnlayers/docs/graph.md`` for a worked example.
     """
 
     name: ClassVar[str] = ""
@@ -68,16 +71,27 @@ class Op:
         self._settings = dict(vars(self))
         return Expr(self, tuple(as_expr(x, like) for x in inputs))
 
-    def infer(self, *specs: Spec) -> Spec:
-        """Output spec from the input specs; raise ``ValueError`` naming the problem."""
-        raise NotImplementedError(f"op {self.name!r} has no infer()")
+    if TYPE_CHECKING:
+        # Each op declares these with its own arity.
+        infer: Callable[..., Spec]
+        forward: Callable[..., Any]
+    else:
 
-    def forward(self, xp: Any, *inputs: Any) -> Any:
-        """The output (and residual, see ``has_residual``) from the input arrays."""
-        raise NotImplementedError(f"op {self.name!r} has no forward()")
+        def infer(self, *specs: Spec) -> Spec:
+            """Output spec from the input specs; raise ``ValueError`` naming the problem."""
+            raise NotImplementedError(f"op {self.name!r} has no infer()")
+
+        def forward(self, xp: Any, *inputs: Any) -> Any:
+            """The output (and residual, see ``has_residual``) from the input arrays."""
+            raise NotImplementedError(f"op {self.name!r} has no forward()")
 
     def backward(
-        self, xp: Any, dy: Any, inputs: tuple[Any, ...], output: Any, residual: Any,
+        self,
+        xp: Any,
+        dy: Any,
+        inputs: tuple[Any, ...],
+        output: Any,
+        residual: Any,
         needs: tuple[bool, ...],
     ) -> tuple[Any, ...]:
         """One gradient per input (``None`` where not needed)."""
@@ -114,7 +128,9 @@ def result_dtype(*specs: Spec) -> np.dtype:
     return np.result_type(*(s.dtype for s in specs))
 
 
-def reduction_plan(in_shape: tuple[Any, ...], out_shape: tuple[Any, ...]) -> tuple[tuple[int, ...], bool]:
+def reduction_plan(
+    in_shape: tuple[Any, ...], out_shape: tuple[Any, ...]
+) -> tuple[tuple[int, ...], bool]:
     """Axes over which a gradient of ``out_shape`` sums back to ``in_shape``, and whether a
     reshape drops leading axes afterwards."""
     lead = len(out_shape) - len(in_shape)
@@ -124,7 +140,7 @@ def reduction_plan(in_shape: tuple[Any, ...], out_shape: tuple[Any, ...]) -> tup
     return axes, lead > 0
 
 
-def unbroadcast(xp: Any, g: Any, shape: tuple[int, ...], plan: tuple[tuple[int, ...], bool]) -> Any:
+def unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...], plan: tuple[tuple[int, ...], bool]) -> Any:
     """The gradient ``g`` of a broadcast result, summed back to the input's ``shape``."""
     axes, drop = plan
     if not axes:

@@ -11,7 +11,7 @@ import numpy as np
 Sampler = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 
 
-def real(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+def real(rng: np.random.Generator, shape: tuple[int, ...]) -> Any:
     """Values in [-2, 2]."""
     return rng.uniform(-2.0, 2.0, shape)
 
@@ -21,7 +21,7 @@ def positive(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return rng.uniform(0.5, 2.0, shape)
 
 
-def away_from_zero(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+def away_from_zero(rng: np.random.Generator, shape: tuple[int, ...]) -> Any:
     """Values with ``0.2 <= |x| <= 2`` (kinks at zero: abs, relu, leaky_relu, elu)."""
     return rng.uniform(0.2, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
 
@@ -32,7 +32,7 @@ def distinct(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
     return rng.permutation(np.linspace(-2.0, 2.0, max(n, 1)))[:n].reshape(shape)
 
 
-def probabilities(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+def probabilities(rng: np.random.Generator, shape: tuple[int, ...]) -> Any:
     """Rows (last axis) that sum to one."""
     p = rng.uniform(0.1, 1.0, shape)
     return p / p.sum(axis=-1, keepdims=True)
@@ -83,4 +83,6 @@ class OpCase:
         """Host inputs drawn from the samplers (float64; the check casts to its dtype)."""
         rng = np.random.default_rng(seed)
         samplers = list(self.samplers) + [real] * (len(self.shapes) - len(self.samplers))
-        return [np.asarray(s(rng, tuple(shape))) for s, shape in zip(samplers, self.shapes, strict=True)]
+        return [
+            np.asarray(s(rng, tuple(shape))) for s, shape in zip(samplers, self.shapes, strict=True)
+        ]

@@ -58,22 +58,31 @@ def _placeholders(inputs: Sequence[np.ndarray], dtype: np.dtype) -> list[Any]:
 
 
 def check_forward(
-    build: Callable[..., Any], inputs: Sequence[np.ndarray], reference: Callable[..., Any],
-    tol: Tolerances | None = None, training: bool = False,
+    build: Callable[..., Any],
+    inputs: Sequence[np.ndarray],
+    reference: Callable[..., Any],
+    tol: Tolerances | None = None,
+    training: bool = False,
 ) -> None:
     """Assert that ``build(*placeholders)`` computes what ``reference(*inputs)`` does (NumPy)."""
     tol = tol or tolerances()
     phs = _placeholders(inputs, tol.dtype)
     graph = Graph(build(*phs), wrt=[], training=training)
     got = _to_host(graph.xp, graph.forward(dict(zip(phs, inputs, strict=True))))
-    want = np.asarray(reference(*[a.astype(tol.dtype) if a.dtype.kind == "f" else a for a in inputs]))
+    want = np.asarray(
+        reference(*[a.astype(tol.dtype) if a.dtype.kind == "f" else a for a in inputs])
+    )
     np.testing.assert_allclose(got, want, rtol=tol.forward_rtol, atol=tol.forward_atol)
     assert got.shape == want.shape, f"forward shape {got.shape} != reference {want.shape}"
 
 
 def check_gradients(
-    build: Callable[..., Any], inputs: Sequence[np.ndarray], tol: Tolerances | None = None,
-    training: bool = True, reseed: bool = False, seed: int = 0,
+    build: Callable[..., Any],
+    inputs: Sequence[np.ndarray],
+    tol: Tolerances | None = None,
+    training: bool = True,
+    reseed: bool = False,
+    seed: int = 0,
 ) -> None:
     """Assert that backward agrees with central differences for every floating input.
 
@@ -116,6 +125,9 @@ def check_gradients(
             flat[k] = (up - down) / (2 * tol.eps)
         feeds[p] = base
         np.testing.assert_allclose(
-            analytic[p], numeric, rtol=tol.grad_rtol, atol=tol.grad_atol,
+            analytic[p],
+            numeric,
+            rtol=tol.grad_rtol,
+            atol=tol.grad_atol,
             err_msg=f"gradient of input {p.name} {base.shape}",
         )

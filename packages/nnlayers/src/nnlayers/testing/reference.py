@@ -20,7 +20,9 @@ def _pads(p: Any) -> tuple[tuple[int, int], tuple[int, int]]:
     return (int(a[0]), int(a[1])), (int(b[0]), int(b[1]))
 
 
-def conv2d(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, dilation: Any = 1):
+def conv2d(
+    x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+) -> np.ndarray:
     """Cross-correlation of NCHW ``x`` with (O, C, KH, KW) ``w``, explicit zero padding."""
     s, d, pad = _pair(stride), _pair(dilation), _pads(padding)
     xpad = np.pad(x, ((0, 0), (0, 0), pad[0], pad[1]))
@@ -31,7 +33,9 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, dila
     for i in range(kh):
         for j in range(kw):
             patch = xpad[
-                :, :, i * d[0] : i * d[0] + s[0] * (oh - 1) + 1 : s[0],
+                :,
+                :,
+                i * d[0] : i * d[0] + s[0] * (oh - 1) + 1 : s[0],
                 j * d[1] : j * d[1] + s[1] * (ow - 1) + 1 : s[1],
             ]
             out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
@@ -39,9 +43,13 @@ def conv2d(x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, dila
 
 
 def conv2d_transpose(
-    x: np.ndarray, w: np.ndarray, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+    x: np.ndarray,
+    w: np.ndarray,
+    stride: Any = 1,
+    padding: Any = 0,
+    dilation: Any = 1,
     output_padding: Any = 0,
-):
+) -> np.ndarray:
     """Transposed convolution of NCHW ``x`` with (C_in, C_out, KH, KW) ``w``."""
     s, d, pad, op = _pair(stride), _pair(dilation), _pads(padding), _pair(output_padding)
     n, _, h, wd = x.shape
@@ -52,13 +60,15 @@ def conv2d_transpose(
     for i in range(kh):
         for j in range(kw):
             out[
-                :, :, i * d[0] : i * d[0] + s[0] * (h - 1) + 1 : s[0],
+                :,
+                :,
+                i * d[0] : i * d[0] + s[0] * (h - 1) + 1 : s[0],
                 j * d[1] : j * d[1] + s[1] * (wd - 1) + 1 : s[1],
             ] += np.einsum("nchw,co->nohw", x, w[:, :, i, j])
     return out[:, :, pad[0][0] : full_h - pad[0][1], pad[1][0] : full_w - pad[1][1]]
 
 
-def _windows(x: np.ndarray, kernel: Any, stride: Any, padding: Any, fill: float):
+def _windows(x: np.ndarray, kernel: Any, stride: Any, padding: Any, fill: float) -> Any:
     k = _pair(kernel)
     s = k if stride is None else _pair(stride)
     pad = _pads(padding)
@@ -73,7 +83,7 @@ def _windows(x: np.ndarray, kernel: Any, stride: Any, padding: Any, fill: float)
     return np.stack(stacked), k, s, pad, oh, ow
 
 
-def max_pool2d(x: np.ndarray, kernel: Any, stride: Any = None, padding: Any = 0):
+def max_pool2d(x: np.ndarray, kernel: Any, stride: Any = None, padding: Any = 0) -> Any:
     """Max pooling; padding counts as -inf."""
     stacked = _windows(x, kernel, stride, padding, -np.inf)[0]
     return stacked.max(axis=0)
@@ -81,9 +91,9 @@ def max_pool2d(x: np.ndarray, kernel: Any, stride: Any = None, padding: Any = 0)
 
 def avg_pool2d(
     x: np.ndarray, kernel: Any, stride: Any = None, padding: Any = 0, count_include_pad: bool = True
-):
+) -> Any:
     """Average pooling; with ``count_include_pad=False`` only real elements are counted."""
-    stacked, k, s, pad, _, _ = _windows(x, kernel, stride, padding, 0.0)
+    stacked, k, *_ = _windows(x, kernel, stride, padding, 0.0)
     total = stacked.sum(axis=0)
     if count_include_pad:
         return total / (k[0] * k[1])
@@ -91,18 +101,18 @@ def avg_pool2d(
     return total / ones
 
 
-def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def log_softmax(x: np.ndarray, axis: int = -1) -> Any:
     """Stable log-softmax."""
     m = x.max(axis=axis, keepdims=True)
     return x - m - np.log(np.exp(x - m).sum(axis=axis, keepdims=True))
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int = -1) -> Any:
     """Stable softmax."""
     return np.exp(log_softmax(x, axis))
 
 
-def batch_norm_train(x, gamma, beta, mean, var, eps=1e-5):
+def batch_norm_train(x: Any, gamma: Any, beta: Any, mean: Any, var: Any, eps: float = 1e-5) -> Any:
     """Batch norm with batch statistics (running statistics ignored)."""
     axes = (0,) if x.ndim == 2 else (0, 2, 3)
     shape = (1, -1) if x.ndim == 2 else (1, -1, 1, 1)
@@ -111,7 +121,7 @@ def batch_norm_train(x, gamma, beta, mean, var, eps=1e-5):
     return (x - mu) / np.sqrt(v + eps) * gamma.reshape(shape) + beta.reshape(shape)
 
 
-def batch_norm_eval(x, gamma, beta, mean, var, eps=1e-5):
+def batch_norm_eval(x: Any, gamma: Any, beta: Any, mean: Any, var: Any, eps: float = 1e-5) -> Any:
     """Batch norm with the given running statistics."""
     shape = (1, -1) if x.ndim == 2 else (1, -1, 1, 1)
     return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps) * gamma.reshape(

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from ...expr.node import Expr
 from ...expr.spec import DEFAULT_FLOAT, Spec, normalize_axes
-from ..base import Op
+from ..base import Grads, Inputs, Needs, Op
 
 
 def _normalize_key(key: Any, ndim: int) -> tuple[Any, ...]:
@@ -67,7 +68,9 @@ class GetItem(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return x[self.index]
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         dx = xp.zeros(self.in_shape, dtype=dy.dtype)
         dx[self.index] = dy
         return (dx,)
@@ -91,7 +94,7 @@ class Take(Op):
         (ax,) = normalize_axes(self.axis, x.ndim)
         self.ax = ax
         self.in_shape = x.shape
-        n = None if None in indices.shape else int(np.prod(indices.shape, dtype=np.int64))
+        n = None if None in indices.shape else math.prod(d for d in indices.shape if d is not None)
         self.flat_shape = (*x.shape[:ax], n, *x.shape[ax + 1 :])
         return Spec((*x.shape[:ax], *indices.shape, *x.shape[ax + 1 :]), x.dtype)
 
@@ -100,7 +103,9 @@ class Take(Op):
         flat = xp.take(x, xp.reshape(indices, (-1,)), axis=self.ax)
         return xp.reshape(flat, out_shape)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         dx = xp.zeros(self.in_shape, dtype=dy.dtype)
         flat = xp.reshape(inputs[1], (-1,))
         xp.inplace.scatter_add(dx, flat, xp.reshape(dy, self.flat_shape), axis=self.ax)

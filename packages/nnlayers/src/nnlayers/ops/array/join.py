@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
 from ...expr.node import Expr, as_expr
 from ...expr.spec import Spec, format_shape, normalize_axes
-from ..base import Op, require_float, result_dtype
+from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
 
 
 class Concat(Op):
@@ -38,18 +39,22 @@ class Concat(Op):
             shape.append(known.pop() if known else None)
         self.ax = ax
         self.keys = []
-        start = 0
+        start: int | None = 0
         for s in specs:
             size = s.shape[ax]
             stop = None if size is None or start is None else start + size
-            self.keys.append(tuple(slice(start, stop) if i == ax else slice(None) for i in range(ndim)))
+            self.keys.append(
+                tuple(slice(start, stop) if i == ax else slice(None) for i in range(ndim))
+            )
             start = stop
         return Spec(tuple(shape), result_dtype(*specs))
 
     def forward(self, xp: Any, *xs: Any) -> Any:
         return xp.concat(xs, axis=self.ax)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return tuple(dy[k] if need else None for k, need in zip(self.keys, needs, strict=True))
 
 
@@ -67,6 +72,7 @@ class Pad(Op):
     def infer(self, x: Spec) -> Spec:
         require_float(self.name, x)
         width = self.pad_width
+        pairs: list[Any]
         if isinstance(width, int):
             pairs = [(width, width)] * x.ndim
         elif len(width) == 2 and all(isinstance(w, int) for w in width):
@@ -88,7 +94,9 @@ class Pad(Op):
         out[self.centre] = x
         return out
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (dy[self.centre],)
 
 
@@ -106,7 +114,9 @@ def stack(xs: Any, axis: int = 0) -> Expr:
     xs = [as_expr(x) for x in xs]
     shapes = {x.shape for x in xs}
     if len(shapes) > 1:
-        raise ValueError("stack: inputs need one shape, got " + ", ".join(map(format_shape, shapes)))
+        raise ValueError(
+            "stack: inputs need one shape, got " + ", ".join(map(format_shape, shapes))
+        )
     return concat([expand_dims(x, axis) for x in xs], axis=axis)
 
 
@@ -119,15 +129,17 @@ def split(x: Any, indices_or_sections: Any, axis: int = 0) -> list[Expr]:
     size = x.shape[ax]
     if isinstance(indices_or_sections, int):
         if size is None or size % indices_or_sections:
-            raise ValueError(f"split: axis {ax} of {format_shape(x.shape)} does not divide into "
-                             f"{indices_or_sections} equal sections")
+            raise ValueError(
+                f"split: axis {ax} of {format_shape(x.shape)} does not divide into "
+                f"{indices_or_sections} equal sections"
+            )
         step = size // indices_or_sections
         cuts = list(range(step, size, step))
     else:
         cuts = list(indices_or_sections)
     bounds = [0, *cuts, None]
     pre = (slice(None),) * ax
-    return [getitem(x, (*pre, slice(a, b))) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [getitem(x, (*pre, slice(a, b))) for a, b in pairwise(bounds)]
 
 
 def pad(x: Any, pad_width: Any, value: float = 0.0) -> Expr:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, broadcast_shapes, format_shape, normalize_axes
-from ..base import Op, reduction_plan, unbroadcast
+from ..base import Grads, Inputs, Needs, Op, reduction_plan, unbroadcast
 
 
 class Reshape(Op):
@@ -45,7 +45,9 @@ class Reshape(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.reshape(x, self.out_shape)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.reshape(dy, self.in_shape),)
 
 
@@ -70,7 +72,9 @@ class PermuteDims(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.permute_dims(x, self.order)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.permute_dims(dy, self.inverse),)
 
 
@@ -85,12 +89,16 @@ class BroadcastTo(Op):
     def infer(self, x: Spec) -> Spec:
         lead = len(self.shape) - x.ndim
         if lead < 0:
-            raise ValueError(f"cannot broadcast {format_shape(x.shape)} to {format_shape(self.shape)}")
+            raise ValueError(
+                f"cannot broadcast {format_shape(x.shape)} to {format_shape(self.shape)}"
+            )
         target = tuple(
             x.shape[i - lead] if d is None and i >= lead else d for i, d in enumerate(self.shape)
         )
         if broadcast_shapes(x.shape, target) != target:
-            raise ValueError(f"cannot broadcast {format_shape(x.shape)} to {format_shape(self.shape)}")
+            raise ValueError(
+                f"cannot broadcast {format_shape(x.shape)} to {format_shape(self.shape)}"
+            )
         self.in_shape = x.shape
         self.out_shape = target
         self.plan = reduction_plan(x.shape, target)
@@ -99,7 +107,9 @@ class BroadcastTo(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.broadcast_to(x, self.out_shape)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (unbroadcast(xp, dy, self.in_shape, self.plan),)
 
 
@@ -130,7 +140,9 @@ def expand_dims(x: Any, axis: int = 0) -> Expr:
     x = _as_expr(x)
     n = x.ndim
     if not -n - 1 <= axis <= n:
-        raise ValueError(f"expand_dims: axis {axis} is out of range for shape {format_shape(x.shape)}")
+        raise ValueError(
+            f"expand_dims: axis {axis} is out of range for shape {format_shape(x.shape)}"
+        )
     axis %= n + 1
     return reshape(x, (*x.shape[:axis], 1, *x.shape[axis:]))
 
@@ -152,11 +164,15 @@ def flatten(x: Any, start_axis: int = 1) -> Expr:
     """Axes from ``start_axis`` on merged into one (``(N, C, H, W) -> (N, C*H*W)``)."""
     x = _as_expr(x)
     rest = x.shape[start_axis:]
-    size = None if None in rest else math.prod(rest)  # type: ignore[arg-type]
+    size = None if None in rest else math.prod(d for d in rest if d is not None)
     head = x.shape[:start_axis]
     if size is None or None in head[1:]:
-        raise ValueError(f"flatten: sizes after the first axis must be known, got {format_shape(x.shape)}")
-    return reshape(x, (-1 if head and head[0] is None else head[0], *head[1:], size) if head else (size,))
+        raise ValueError(
+            f"flatten: sizes after the first axis must be known, got {format_shape(x.shape)}"
+        )
+    return reshape(
+        x, (-1 if head and head[0] is None else head[0], *head[1:], size) if head else (size,)
+    )
 
 
 def broadcast_to(x: Any, shape: Any) -> Expr:

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...expr.node import Expr, as_expr
 from ...expr.spec import Spec, format_shape
-from ..base import Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float
 from ..math.activation import _sigmoid, _softplus
 
 
@@ -24,11 +24,14 @@ class SoftmaxCrossEntropy(Op):
     def infer(self, logits: Spec, target: Spec) -> Spec:
         require_float(self.name, logits)
         if logits.ndim < 2:
-            raise ValueError(f"logits need a batch and a class axis, got {format_shape(logits.shape)}")
+            raise ValueError(
+                f"logits need a batch and a class axis, got {format_shape(logits.shape)}"
+            )
         self.integer = target.dtype.kind in "iu"
         expected = logits.shape[:-1] if self.integer else logits.shape
         if target.ndim != len(expected) or any(
-            a is not None and b is not None and a != b for a, b in zip(target.shape, expected, strict=True)
+            a is not None and b is not None and a != b
+            for a, b in zip(target.shape, expected, strict=True)
         ):
             kind = "class indices" if self.integer else "probabilities"
             raise ValueError(
@@ -36,7 +39,7 @@ class SoftmaxCrossEntropy(Op):
                 f"{format_shape(logits.shape)} (expected {format_shape(expected)})"
             )
         self.classes = logits.shape[-1]
-        self.scale = None if logits.shape[0] is None else 1.0 / max(logits.shape[0], 1)
+        self.scale: Any = None if logits.shape[0] is None else 1.0 / max(logits.shape[0], 1)
         return Spec((), logits.dtype)
 
     def forward(self, xp: Any, logits: Any, target: Any) -> Any:
@@ -46,7 +49,9 @@ class SoftmaxCrossEntropy(Op):
         loss = xp.multiply(xp.sum(xp.multiply(target, log_p)), -self.scale)
         return loss, (log_p, target)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         log_p, target = residual
         g = xp.multiply(dy, self.scale)
         dlogits = dtarget = None
@@ -69,9 +74,13 @@ class SigmoidCrossEntropy(Op):
 
     def infer(self, logits: Spec, target: Spec) -> Spec:
         require_float(self.name, logits, target)
-        if logits.ndim < 1 or target.ndim != logits.ndim or any(
-            a is not None and b is not None and a != b
-            for a, b in zip(target.shape, logits.shape, strict=True)
+        if (
+            logits.ndim < 1
+            or target.ndim != logits.ndim
+            or any(
+                a is not None and b is not None and a != b
+                for a, b in zip(target.shape, logits.shape, strict=True)
+            )
         ):
             raise ValueError(
                 f"target {format_shape(target.shape)} must have the logits' shape {format_shape(logits.shape)}"
@@ -83,7 +92,9 @@ class SigmoidCrossEntropy(Op):
         per_element = xp.subtract(_softplus(xp, x), xp.multiply(x, t))
         return xp.multiply(xp.sum(per_element), self.scale)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x, t = inputs
         g = xp.multiply(dy, self.scale)
         dx = xp.multiply(xp.subtract(_sigmoid(xp, x), t), g) if needs[0] else None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...expr.node import Expr
-from ..base import Unary
+from ...expr.node import Expr, as_expr
+from ..base import Grads, Inputs, Needs, Unary
 
 
 def _sigmoid(xp: Any, x: Any) -> Any:
@@ -28,7 +28,9 @@ class Tanh(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.tanh(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, xp.subtract(1.0, xp.multiply(output, output))),)
 
 
@@ -41,7 +43,9 @@ class Sigmoid(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return _sigmoid(xp, x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, xp.multiply(output, xp.subtract(1.0, output))),)
 
 
@@ -54,7 +58,9 @@ class LogSigmoid(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.negative(_softplus(xp, xp.negative(x)))
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, _sigmoid(xp, xp.negative(inputs[0]))),)
 
 
@@ -67,7 +73,9 @@ class Relu(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.maximum(x, 0.0)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.where(xp.greater(output, 0.0), dy, 0.0),)
 
 
@@ -83,7 +91,9 @@ class LeakyRelu(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.where(xp.greater(x, 0.0), x, xp.multiply(x, self.slope))
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.where(xp.greater(inputs[0], 0.0), dy, xp.multiply(dy, self.slope)),)
 
 
@@ -101,7 +111,9 @@ class Elu(Unary):
         neg = xp.multiply(xp.expm1(xp.minimum(x, 0.0)), self.alpha)
         return xp.where(xp.greater(x, 0.0), x, neg)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         slope = xp.add(output, self.alpha)
         return (xp.where(xp.greater(inputs[0], 0.0), dy, xp.multiply(dy, slope)),)
 
@@ -115,7 +127,9 @@ class Softplus(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return _softplus(xp, x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, _sigmoid(xp, inputs[0])),)
 
 
@@ -161,5 +175,6 @@ def gelu(x: Any) -> Expr:
     """
     from .arithmetic import power
 
+    x = as_expr(x)
     inner = (x + power(x, 3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
-    return x * 0.5 * (tanh(inner) + 1.0)
+    return as_expr(x) * 0.5 * (tanh(inner) + 1.0)

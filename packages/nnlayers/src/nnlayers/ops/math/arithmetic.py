@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...expr.node import Expr
-from ..base import Broadcasting, Unary
+from ..base import Broadcasting, Grads, Inputs, Needs, Unary
 
 
 class Add(Broadcasting):
@@ -17,7 +17,9 @@ class Add(Broadcasting):
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.add(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (
             self.reduce(xp, dy, 0) if needs[0] else None,
             self.reduce(xp, dy, 1) if needs[1] else None,
@@ -33,7 +35,9 @@ class Subtract(Broadcasting):
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.subtract(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (
             self.reduce(xp, dy, 0) if needs[0] else None,
             self.reduce(xp, xp.negative(dy), 1) if needs[1] else None,
@@ -45,13 +49,15 @@ class Multiply(Broadcasting):
 
     name = "multiply"
 
-    def kept_inputs(self, needs, n_inputs):
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
 
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.multiply(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x1, x2 = inputs
         return (
             self.reduce(xp, xp.multiply(dy, x2), 0) if needs[0] else None,
@@ -65,13 +71,15 @@ class Divide(Broadcasting):
     name = "divide"
     keep_output = True
 
-    def kept_inputs(self, needs, n_inputs):
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return (1,)
 
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.divide(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x2 = inputs[1]
         g = xp.divide(dy, x2)
         return (
@@ -90,11 +98,15 @@ class Power(Broadcasting):
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.pow(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x1, x2 = inputs
         g1 = g2 = None
         if needs[0]:
-            g1 = self.reduce(xp, xp.multiply(dy, xp.multiply(x2, xp.pow(x1, xp.subtract(x2, 1)))), 0)
+            g1 = self.reduce(
+                xp, xp.multiply(dy, xp.multiply(x2, xp.pow(x1, xp.subtract(x2, 1)))), 0
+            )
         if needs[1]:
             g2 = self.reduce(xp, xp.multiply(dy, xp.multiply(output, xp.log(x1))), 1)
         return g1, g2
@@ -108,7 +120,9 @@ class Negative(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.negative(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.negative(dy),)
 
 
@@ -121,7 +135,9 @@ class Abs(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.abs(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, xp.sign(inputs[0])),)
 
 
@@ -134,7 +150,9 @@ class Square(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.multiply(x, x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, xp.multiply(inputs[0], 2.0)),)
 
 
@@ -147,7 +165,9 @@ class Sqrt(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.sqrt(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.divide(dy, xp.multiply(output, 2.0)),)
 
 

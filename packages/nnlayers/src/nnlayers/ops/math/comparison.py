@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, broadcast_shapes
-from ..base import Broadcasting, Op, Unary, reduction_plan, result_dtype, unbroadcast
+from ..base import (
+    Broadcasting,
+    Grads,
+    Inputs,
+    Needs,
+    Op,
+    Unary,
+    reduction_plan,
+    result_dtype,
+    unbroadcast,
+)
 
 
 class Maximum(Broadcasting):
@@ -20,7 +31,9 @@ class Maximum(Broadcasting):
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.maximum(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         first = xp.greater_equal(inputs[0], inputs[1])
         return (
             self.reduce(xp, xp.where(first, dy, 0.0), 0) if needs[0] else None,
@@ -37,7 +50,9 @@ class Minimum(Broadcasting):
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.minimum(x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         first = xp.less_equal(inputs[0], inputs[1])
         return (
             self.reduce(xp, xp.where(first, dy, 0.0), 0) if needs[0] else None,
@@ -58,7 +73,9 @@ class Clip(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.clip(x, self.low, self.high)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x = inputs[0]
         if self.low is not None:
             dy = xp.where(xp.less(x, self.low), 0.0, dy)
@@ -84,7 +101,9 @@ class Where(Op):
     def forward(self, xp: Any, cond: Any, x1: Any, x2: Any) -> Any:
         return xp.where(cond, x1, x2)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         cond = inputs[0]
         g1 = g2 = None
         if needs[1]:
@@ -125,7 +144,9 @@ class Astype(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.astype(x, self.dtype)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         if self.in_dtype.kind != "f" or self.dtype.kind != "f":
             raise TypeError(
                 f"astype: no gradient from {self.dtype.name} back to {self.in_dtype.name}; "
@@ -159,7 +180,7 @@ def where(condition: Any, x1: Any, x2: Any) -> Expr:
     return Where()(as_expr(condition), as_expr(x1, like), as_expr(x2, like))
 
 
-def _compare(function: str):
+def _compare(function: str) -> Callable[[Any, Any], Expr]:
     def compare(x1: Any, x2: Any) -> Expr:
         return Compare(function)(x1, x2)
 

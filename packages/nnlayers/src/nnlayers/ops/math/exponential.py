@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...expr.node import Expr
-from ..base import Unary
+from ..base import Grads, Inputs, Needs, Unary
 
 
 class Exp(Unary):
@@ -17,7 +17,9 @@ class Exp(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.exp(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.multiply(dy, output),)
 
 
@@ -30,7 +32,9 @@ class Log(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.log(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.divide(dy, inputs[0]),)
 
 
@@ -43,7 +47,9 @@ class Log1p(Unary):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.log1p(x)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.divide(dy, xp.add(inputs[0], 1.0)),)
 
 

@@ -6,7 +6,16 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, broadcast_shapes, format_shape
-from ..base import Op, reduction_plan, require_float, result_dtype, unbroadcast
+from ..base import (
+    Grads,
+    Inputs,
+    Needs,
+    Op,
+    reduction_plan,
+    require_float,
+    result_dtype,
+    unbroadcast,
+)
 
 
 class MatMul(Op):
@@ -14,7 +23,7 @@ class MatMul(Op):
 
     name = "matmul"
 
-    def kept_inputs(self, needs, n_inputs):
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
 
     def infer(self, a: Spec, b: Spec) -> Spec:
@@ -39,7 +48,9 @@ class MatMul(Op):
     def forward(self, xp: Any, a: Any, b: Any) -> Any:
         return xp.matmul(a, b)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         a, b = inputs
         vector = len(self.shapes[0]) == 1 or len(self.shapes[1]) == 1
         if vector:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, normalize_axes
-from ..base import Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float
 
 
 class Reduce(Op):
@@ -23,8 +23,10 @@ class Reduce(Op):
         self.axes = normalize_axes(self.axis, x.ndim)
         self.in_shape = x.shape
         self.kept_shape = tuple(1 if i in self.axes else d for i, d in enumerate(x.shape))
-        shape = self.kept_shape if self.keepdims else tuple(
-            d for i, d in enumerate(x.shape) if i not in self.axes
+        shape = (
+            self.kept_shape
+            if self.keepdims
+            else tuple(d for i, d in enumerate(x.shape) if i not in self.axes)
         )
         return Spec(shape, x.dtype)
 
@@ -42,7 +44,9 @@ class Sum(Reduce):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.sum(x, axis=self.axes, keepdims=self.keepdims)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.broadcast_to(self.expand(xp, dy), self.in_shape),)
 
 
@@ -60,7 +64,9 @@ class Mean(Reduce):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.multiply(xp.sum(x, axis=self.axes, keepdims=self.keepdims), self.scale)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.broadcast_to(xp.multiply(self.expand(xp, dy), self.scale), self.in_shape),)
 
 
@@ -74,7 +80,9 @@ class Extreme(Reduce):
     def forward(self, xp: Any, x: Any) -> Any:
         return getattr(xp, self.function)(x, axis=self.axes, keepdims=self.keepdims)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         hit = xp.astype(xp.equal(inputs[0], self.expand(xp, output)), dy.dtype)
         count = xp.sum(hit, axis=self.axes, keepdims=True)
         return (xp.multiply(hit, xp.divide(self.expand(xp, dy), count)),)

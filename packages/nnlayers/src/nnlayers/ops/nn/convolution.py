@@ -6,7 +6,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
-from ..base import Op, require_float, result_dtype
+from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
 from .geometry import conv_padding, explicit_padding, pair, window_output
 
 
@@ -33,16 +33,19 @@ class Conv2D(Op):
         self.padding = padding
         self.dilation = dilation
 
-    def kept_inputs(self, needs, n_inputs):
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
 
     def infer(self, x: Spec, w: Spec) -> Spec:
         require_float(self.name, x, w)
         _check_images(x, w, 1)
-        kernel = (w.shape[2], w.shape[3])
+        kernel: Any = (w.shape[2], w.shape[3])
         self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
-        self.pad = conv_padding(self.padding, (x.shape[2], x.shape[3]), kernel, self.s, self.d)  # type: ignore[arg-type]
-        out = [window_output(x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i]) for i in (0, 1)]  # type: ignore[arg-type]
+        self.pad = conv_padding(self.padding, (x.shape[2], x.shape[3]), kernel, self.s, self.d)
+        out = [
+            window_output(x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i])
+            for i in (0, 1)
+        ]
         if any(o is not None and o < 1 for o in out):
             raise ValueError(
                 f"kernel {kernel} (dilation {self.d}) does not fit images {format_shape(x.shape)} "
@@ -54,7 +57,9 @@ class Conv2D(Op):
     def forward(self, xp: Any, x: Any, w: Any) -> Any:
         return xp.nn.conv2d(x, w, stride=self.s, padding=self.pad, dilation=self.d)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x, w = inputs
         geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
         dx = xp.nn.conv2d_backward_data(dy, w, self.x_shape, **geometry) if needs[0] else None
@@ -77,24 +82,33 @@ class Conv2DTranspose(Op):
         self.dilation = dilation
         self.output_padding = output_padding
 
-    def kept_inputs(self, needs, n_inputs):
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
 
     def infer(self, x: Spec, w: Spec) -> Spec:
         require_float(self.name, x, w)
         _check_images(x, w, 0)
-        kernel = (w.shape[2], w.shape[3])
+        kernel: Any = (w.shape[2], w.shape[3])
         self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
-        op = (self.output_padding,) * 2 if isinstance(self.output_padding, int) else tuple(self.output_padding)
+        op = (
+            (self.output_padding,) * 2
+            if isinstance(self.output_padding, int)
+            else tuple(self.output_padding)
+        )
         if any(o < 0 or o >= max(s, d) for o, s, d in zip(op, self.s, self.d, strict=True)):
             raise ValueError(f"output_padding {op} must be smaller than the stride or dilation")
         self.op = op
         if self.padding == "valid":
             self.pad = ((0, 0), (0, 0))
         elif self.padding == "same":
-            totals = [d * (k - 1) + 1 - s + o for k, s, d, o in zip(kernel, self.s, self.d, op, strict=True)]  # type: ignore[operator]
+            totals = [
+                d * (k - 1) + 1 - s + o
+                for k, s, d, o in zip(kernel, self.s, self.d, op, strict=True)
+            ]
             if min(totals) < 0:
-                raise ValueError("padding='same' needs kernel >= stride here; give explicit padding")
+                raise ValueError(
+                    "padding='same' needs kernel >= stride here; give explicit padding"
+                )
             self.pad = tuple((t // 2, t - t // 2) for t in totals)  # type: ignore[assignment]
         else:
             self.pad = explicit_padding(self.padding)
@@ -103,11 +117,14 @@ class Conv2DTranspose(Op):
             n = x.shape[2 + i]
             k = kernel[i]
             out.append(
-                None if n is None else
-                (n - 1) * self.s[i] - sum(self.pad[i]) + self.d[i] * (k - 1) + op[i] + 1  # type: ignore[operator]
+                None
+                if n is None
+                else (n - 1) * self.s[i] - sum(self.pad[i]) + self.d[i] * (k - 1) + op[i] + 1
             )
         if any(o is not None and o < 1 for o in out):
-            raise ValueError(f"padding {self.pad} leaves no output for images {format_shape(x.shape)}")
+            raise ValueError(
+                f"padding {self.pad} leaves no output for images {format_shape(x.shape)}"
+            )
         self.w_shape = w.shape
         return Spec((x.shape[0], w.shape[1], *out), result_dtype(x, w))
 
@@ -116,7 +133,9 @@ class Conv2DTranspose(Op):
             x, w, stride=self.s, padding=self.pad, dilation=self.d, output_padding=self.op
         )
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x, w = inputs
         geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
         dx = xp.nn.conv2d(dy, w, **geometry) if needs[0] else None
@@ -134,7 +153,11 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = "valid", dilation: An
 
 
 def conv2d_transpose(
-    x: Any, w: Any, stride: Any = 1, padding: Any = "valid", dilation: Any = 1,
+    x: Any,
+    w: Any,
+    stride: Any = 1,
+    padding: Any = "valid",
+    dilation: Any = 1,
     output_padding: Any = 0,
 ) -> Expr:
     """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out, KH, KW)."""

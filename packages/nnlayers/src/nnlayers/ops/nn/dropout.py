@@ -6,7 +6,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
-from ..base import Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float
 
 
 class Dropout(Op):
@@ -43,7 +43,9 @@ class Dropout(Op):
         mask = xp.multiply(mask, 1.0 / keep)
         return xp.multiply(x, mask), mask
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (dy if residual is None else xp.multiply(dy, residual),)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ...expr.node import Expr
+from ...expr.node import Expr, as_expr
 from ...expr.spec import Spec, format_shape
-from ..base import Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float
 
 
 class BatchNorm(Op):
@@ -34,17 +34,24 @@ class BatchNorm(Op):
         if x.ndim not in (2, 4):
             raise ValueError(f"needs (N, C) or (N, C, H, W) inputs, got {format_shape(x.shape)}")
         c = x.shape[1]
-        for what, s in (("gamma", gamma), ("beta", beta), ("running_mean", mean), ("running_var", var)):
+        for what, s in (
+            ("gamma", gamma),
+            ("beta", beta),
+            ("running_mean", mean),
+            ("running_var", var),
+        ):
             if s.shape != (c,):
                 raise ValueError(f"{what} has shape {format_shape(s.shape)}, expected ({c},)")
         self.axes = (0,) if x.ndim == 2 else (0, 2, 3)
         self.stat_shape = (1, c) if x.ndim == 2 else (1, c, 1, 1)
         sizes = [x.shape[a] for a in self.axes]
-        self.count = None if None in sizes else math.prod(sizes)  # type: ignore[arg-type]
+        self.count: Any = None if None in sizes else math.prod(d for d in sizes if d is not None)
         self.channels = c
         return x
 
-    def forward(self, xp: Any, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any):
+    def forward(
+        self, xp: Any, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any
+    ) -> tuple[Any, Any]:
         training = self.state.training
         if training:
             mean = xp.mean(x, axis=self.axes, keepdims=True)
@@ -58,16 +65,21 @@ class BatchNorm(Op):
         inv_std = xp.divide(1.0, xp.sqrt(xp.add(var, self.eps)))
         x_hat = xp.multiply(centred, inv_std)
         y = xp.add(
-            xp.multiply(x_hat, xp.reshape(gamma, self.stat_shape)), xp.reshape(beta, self.stat_shape)
+            xp.multiply(x_hat, xp.reshape(gamma, self.stat_shape)),
+            xp.reshape(beta, self.stat_shape),
         )
         return y, (x_hat, inv_std, training)
 
     def _update(self, xp: Any, running: Any, batch: Any, correction: float) -> None:
         m = self.momentum
         xp.inplace.multiply(running, 1.0 - m, out=running)
-        xp.inplace.add(running, xp.multiply(xp.reshape(batch, (self.channels,)), m * correction), out=running)
+        xp.inplace.add(
+            running, xp.multiply(xp.reshape(batch, (self.channels,)), m * correction), out=running
+        )
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         x_hat, inv_std, training = residual
         dx = dgamma = dbeta = None
         if needs[0]:
@@ -85,7 +97,12 @@ class BatchNorm(Op):
 
 
 def batch_norm(
-    x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any, momentum: float = 0.1,
+    x: Any,
+    gamma: Any,
+    beta: Any,
+    running_mean: Any,
+    running_var: Any,
+    momentum: float = 0.1,
     eps: float = 1e-5,
 ) -> Expr:
     """Batch normalisation of (N, C) or (N, C, H, W) ``x`` (per channel ``C``).
@@ -104,7 +121,9 @@ def batch_norm(
     return BatchNorm(momentum, eps)(x, gamma, beta, running_mean, running_var)
 
 
-def layer_norm(x: Any, gamma: Any = None, beta: Any = None, axis: Any = -1, eps: float = 1e-5) -> Expr:
+def layer_norm(
+    x: Any, gamma: Any = None, beta: Any = None, axis: Any = -1, eps: float = 1e-5
+) -> Expr:
     """Layer normalisation over ``axis`` (the last by default), then ``* gamma + beta``.
 
     A composition of primitives (mean, subtract, square, sqrt, divide), so its gradient is free.
@@ -112,8 +131,9 @@ def layer_norm(x: Any, gamma: Any = None, beta: Any = None, axis: Any = -1, eps:
     from ..math.arithmetic import sqrt, square
     from ..math.reduction import mean
 
+    x = as_expr(x)
     centred = x - mean(x, axis=axis, keepdims=True)
-    y = centred / sqrt(mean(square(centred), axis=axis, keepdims=True) + eps)
+    y: Expr = centred / sqrt(mean(square(centred), axis=axis, keepdims=True) + eps)
     if gamma is not None:
         y = y * gamma
     if beta is not None:

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
-from ..base import Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float
 from .geometry import explicit_padding, pair, window_output
 
 
@@ -43,7 +43,9 @@ class MaxPool2D(Pool2D):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.nn.max_pool2d(x, self.k, self.s, self.pad)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (xp.nn.max_pool2d_backward(dy, inputs[0], self.k, self.s, self.pad),)
 
 
@@ -52,14 +54,18 @@ class AvgPool2D(Pool2D):
 
     name = "avg_pool2d"
 
-    def __init__(self, kernel_size: Any, stride: Any, padding: Any, count_include_pad: bool) -> None:
+    def __init__(
+        self, kernel_size: Any, stride: Any, padding: Any, count_include_pad: bool
+    ) -> None:
         super().__init__(kernel_size, stride, padding)
         self.count_include_pad = count_include_pad
 
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.nn.avg_pool2d(x, self.k, self.s, self.pad, self.count_include_pad)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         return (
             xp.nn.avg_pool2d_backward(
                 dy, self.x_shape, self.k, self.s, self.pad, self.count_include_pad

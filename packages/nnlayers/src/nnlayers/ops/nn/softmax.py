@@ -6,7 +6,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, normalize_axes
-from ..base import Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float
 
 
 class Softmax(Op):
@@ -26,7 +26,9 @@ class Softmax(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.nn.softmax(x, axis=self.ax)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         dot = xp.sum(xp.multiply(dy, output), axis=self.ax, keepdims=True)
         return (xp.multiply(output, xp.subtract(dy, dot)),)
 
@@ -48,7 +50,9 @@ class LogSoftmax(Op):
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.nn.log_softmax(x, axis=self.ax)
 
-    def backward(self, xp, dy, inputs, output, residual, needs):
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
         total = xp.sum(dy, axis=self.ax, keepdims=True)
         return (xp.subtract(dy, xp.multiply(xp.exp(output), total)),)
 
