@@ -126,3 +126,18 @@ def test_losses_average_over_the_batch() -> None:
     bce = ex.sigmoid_cross_entropy(logits, ex.placeholder((None, 3), name="t"))
     value = float(run(bce, {"logits": big, "t": np.ones((2, 3))}))
     assert np.isfinite(value) and value == pytest.approx((1000.0 + 4 * np.log(2)) / 2, rel=1e-5)
+
+
+def test_argmax_gives_int64_indices_for_accuracy() -> None:
+    logits = ex.placeholder((None, 3), name="logits")
+    labels = ex.placeholder((None,), "int64", name="labels")
+    hits = ex.astype(ex.equal(ex.argmax(logits, axis=1), labels), "float32")
+    accuracy = ex.mean(hits)
+    assert ex.argmax(logits, 1).dtype == np.int64 and ex.argmin(logits, 1, keepdims=True).shape == (
+        None,
+        1,
+    )
+    value = run(
+        accuracy, {logits: np.array([[0.1, 0.9, 0.0], [2.0, 1.0, 0.0]]), labels: np.array([1, 2])}
+    )
+    assert float(value) == 0.5

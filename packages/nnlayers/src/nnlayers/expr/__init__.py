@@ -67,7 +67,7 @@ from ..ops.math.elementwise import (
     where,
 )
 from ..ops.math.linalg import matmul, norm
-from ..ops.math.reduction import max, mean, min, sum
+from ..ops.math.reduction import argmax, argmin, max, mean, min, sum
 from ..ops.nn.convolution import conv2d, conv2d_transpose
 from ..ops.nn.dropout import dropout
 from ..ops.nn.normalization import batch_norm, layer_norm
@@ -79,7 +79,7 @@ from .spec import Spec
 pow = power  # noqa: A001 - the Array API name
 
 __all__ = [
-    "Constant", "Expr", "Placeholder", "Spec", "abs", "add", "as_expr", "astype", "avg_pool2d",
+    "Constant", "Expr", "Placeholder", "Spec", "abs", "add", "argmax", "argmin", "as_expr", "astype", "avg_pool2d",
     "batch_norm", "binary_cross_entropy_with_logits", "broadcast_to", "clip", "concat",
     "constant", "conv2d", "conv2d_transpose", "divide", "dropout", "elu", "equal", "exp",
     "expand_dims", "flatten", "gelu", "getitem", "greater", "greater_equal", "kl_standard_normal",

@@ -6,6 +6,8 @@ import builtins
 import math
 from typing import Any
 
+import numpy as np
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, normalize_axes
 from ..base import Grads, Inputs, Needs, Op, require_float
@@ -100,6 +102,39 @@ class Min(Extreme):
 
     name = "min"
     function = "min"
+
+
+class ArgReduce(Op):
+    """Index of the first maximum (``argmax``) or minimum (``argmin``) along one axis; int64,
+    no gradient (accuracy: ``ex.mean(ex.astype(ex.equal(ex.argmax(logits, 1), labels), ...))``)."""
+
+    name = "arg_reduce"
+    differentiable = False
+
+    def __init__(self, function: str, axis: int, keepdims: bool) -> None:
+        self.function = function
+        self.axis = axis
+        self.keepdims = keepdims
+
+    def infer(self, x: Spec) -> Spec:
+        (self.ax,) = normalize_axes(self.axis, x.ndim)
+        shape = tuple(
+            1 if i == self.ax else d for i, d in enumerate(x.shape) if self.keepdims or i != self.ax
+        )
+        return Spec(shape, np.dtype("int64"))
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return getattr(xp, self.function)(x, axis=self.ax, keepdims=self.keepdims)
+
+
+def argmax(x: Any, axis: int = -1, keepdims: bool = False) -> Expr:
+    """Index of the first maximum along ``axis`` (int64, no gradient)."""
+    return ArgReduce("argmax", axis, keepdims)(x)
+
+
+def argmin(x: Any, axis: int = -1, keepdims: bool = False) -> Expr:
+    """Index of the first minimum along ``axis`` (int64, no gradient)."""
+    return ArgReduce("argmin", axis, keepdims)(x)
 
 
 def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Expr:  # noqa: A001
