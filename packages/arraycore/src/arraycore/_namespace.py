@@ -371,6 +371,7 @@ class Namespace:
 
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
+        self._dtype_cache: dict[Any, np.dtype] = {}
         self.name = backend.name
         self.device = backend.device
         self.nn = NNNamespace(self)
@@ -416,6 +417,11 @@ class Namespace:
                 )
 
     def _dtype(self, dtype: Any, op: str) -> np.dtype:
+        """``dtype`` as a supported NumPy dtype of this device (cached: called per operation)."""
+        try:
+            return self._dtype_cache[dtype]
+        except (KeyError, TypeError):
+            pass
         try:
             dt = np.dtype(dtype)
         except TypeError as exc:
@@ -426,6 +432,10 @@ class Namespace:
             raise TypeError(
                 f"{op}: device {self._backend.device} of backend {self.name!r} has no {dt.name}"
             )
+        try:
+            self._dtype_cache[dtype] = dt
+        except TypeError:
+            pass
         return dt
 
     def _default_float(self) -> np.dtype:
