@@ -2,11 +2,13 @@
 
 Same signatures as the references minus the ``xp`` argument, same argument checks and error
 messages (shared from :mod:`arraycore._nn`), same results within float tolerance and the same
-tie-breaking. What each one does differently, and why (timings in ``docs/nn.md``):
+tie-breaking. What each one does differently, and why:
 
 - Convolutions build im2col from a ``sliding_window_view`` with one copy and call one batched
   ``matmul``; the filter gradient contracts over batch and positions in whichever layout needs
-  the smaller transposed copy.
+  the smaller transposed copy. Backward data and the transposed convolution produce their
+  columns tap-major, ``(N, KH, KW, C, positions)``, so each tap's strided ``+=`` in col2im reads
+  one contiguous block per image.
 - Pooling reduces rows first, then columns (separable), with ``out=`` buffers: fewer passes over
   memory than one pass per kernel tap. Reductions over small window axes (``max(axis=(4, 5))``
   of a window view) and ``argmax`` within windows measured 3-20x slower than these loops.

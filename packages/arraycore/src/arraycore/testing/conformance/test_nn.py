@@ -1,0 +1,523 @@
+"""Conformance of the ``xp.nn`` kernels: convolution, transposed convolution, pooling, softmax.
+
+Forward kernels are compared with the brute-force loops of :mod:`arraycore.testing.nn_reference`
+over small hypothesis-generated shapes (batch, channels, kernel sizes, stride, asymmetric
+padding, dilation, sizes that leave input rows unused). Backward kernels are checked against
+the same loops where one exists and by the adjoint (dot-product) identity
+``<conv2d(x, w), dy> == <x, backward_data(dy, w)> == <w, backward_filter(x, dy)>``.
+
+Tolerances: :func:`arraycore.testing.tolerance` of the dtype, scaled by the number of terms a
+result sums (``C*KH*KW`` for a convolution), since a backend may sum in any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arraycore.testing import assert_close, to_host, tolerance
+from arraycore.testing import nn_reference as ref
+
+FLOATS = ["float32", "float64"]
+SETTINGS = settings(max_examples=20, deadline=None)
+
+Pads = tuple[tuple[int, int], tuple[int, int]]
+
+
+def _dtype(xp: Any, name: str) -> np.dtype:
+    """``name`` as a dtype, or skip when the device under test does not have it."""
+    if name not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"the device of backend {getattr(xp, 'name', xp)!r} has no {name}")
+    return np.dtype(name)
+
+
+def _random(seed: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _padding_arg(pads: Pads, form: int) -> Any:
+    """``pads`` written as the caller may write them: int, (ph, pw), or explicit pairs."""
+    (t, b), (left, r) = pads
+    if form == 0 and t == b == left == r:
+        return t
+    if form == 1 and t == b and left == r:
+        return (t, left)
+    return pads
+
+
+def _adjoint_close(a: float, b: float, magnitude: float, dtype: np.dtype, terms: int) -> None:
+    rtol, atol = tolerance(dtype, scale=max(terms, 1))
+    assert abs(a - b) <= rtol * magnitude + atol, f"{a} != {b} (magnitude {magnitude})"
+
+
+def _dot(a: Any, b: Any) -> float:
+    return float(np.vdot(to_host(a).astype(np.float64), to_host(b).astype(np.float64)))
+
+
+def _abs_dot(a: Any, b: Any) -> float:
+    return float(np.vdot(np.abs(to_host(a)).astype(np.float64), np.abs(to_host(b))))
+
+
+# -- strategies ------------------------------------------------------------------------------------
+@st.composite
+def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Shapes and geometry of a small convolution whose output is not empty."""
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = (
+        (draw(st.integers(0, 2)), draw(st.integers(0, 2))),
+        (draw(st.integers(0, 2)), draw(st.integers(0, 2))),
+    )
+    span_h, span_w = dilation[0] * (kh - 1) + 1, dilation[1] * (kw - 1) + 1
+    h = draw(st.integers(max(1, span_h - sum(pads[0])), span_h + 4))
+    w = draw(st.integers(max(1, span_w - sum(pads[1])), span_w + 4))
+    n, c, o = draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    return {
+        "x_shape": (n, c, h, w),
+        "w_shape": (o, c, kh, kw),
+        "stride": stride,
+        "pads": pads,
+        "dilation": dilation,
+        "padding": _padding_arg(pads, draw(st.integers(0, 2))),
+        "seed": draw(st.integers(0, 2**32 - 1)),
+    }
+
+
+@st.composite
+def pool_cases(draw: st.DrawFn) -> dict[str, Any]:
+    """Shapes and geometry of a small pooling; every padding is smaller than the kernel."""
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = draw(st.none() | st.tuples(st.integers(1, 3), st.integers(1, 3)))
+    pads = (
+        (draw(st.integers(0, kh - 1)), draw(st.integers(0, kh - 1))),
+        (draw(st.integers(0, kw - 1)), draw(st.integers(0, kw - 1))),
+    )
+    h = draw(st.integers(max(1, kh - sum(pads[0])), kh + 5))
+    w = draw(st.integers(max(1, kw - sum(pads[1])), kw + 5))
+    return {
+        "x_shape": (draw(st.integers(1, 2)), draw(st.integers(1, 3)), h, w),
+        "kernel": (kh, kw),
+        "kernel_size": kh if kh == kw and draw(st.booleans()) else (kh, kw),
+        "stride_arg": stride,
+        "stride": (kh, kw) if stride is None else stride,
+        "pads": pads,
+        "padding": _padding_arg(pads, draw(st.integers(0, 2))),
+        "seed": draw(st.integers(0, 2**32 - 1)),
+    }
+
+
+def _conv_kwargs(case: dict[str, Any]) -> dict[str, Any]:
+    return {"stride": case["stride"], "padding": case["padding"], "dilation": case["dilation"]}
+
+
+def _scatter_into_x_frame(dy: np.ndarray, w: np.ndarray, case: dict[str, Any]) -> np.ndarray:
+    """Brute-force ``conv2d_backward_data``: scatter ``dy`` through ``w`` (no padding), then
+    take the window of the padded frame that holds x (zeros where the scatter stops short)."""
+    zero: Pads = ((0, 0), (0, 0))
+    full = ref.conv2d_transpose(dy, w, case["stride"], zero, case["dilation"], (0, 0))
+    n, c, h, w_ = case["x_shape"]
+    (top, _), (left, _) = case["pads"]
+    frame = np.zeros((n, c, max(full.shape[2], top + h), max(full.shape[3], left + w_)))
+    frame[:, :, : full.shape[2], : full.shape[3]] = full
+    return frame[:, :, top : top + h, left : left + w_]
+
+
+def _transpose_size(size: int, stride: int, pads: tuple[int, int], k: int, d: int) -> int:
+    return (size - 1) * stride - sum(pads) + d * (k - 1) + 1
+
+
+# -- convolution -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@SETTINGS
+@given(case=conv_cases())
+def test_conv2d_matches_brute_force(xp: Any, dtype_name: str, case: dict[str, Any]) -> None:
+    dtype = _dtype(xp, dtype_name)
+    x = _random(case["seed"], case["x_shape"], dtype)
+    w = _random(case["seed"] + 1, case["w_shape"], dtype)
+    y = xp.nn.conv2d(xp.asarray(x), xp.asarray(w), **_conv_kwargs(case))
+    expected = ref.conv2d(x, w, case["stride"], case["pads"], case["dilation"]).astype(dtype)
+    _, c, kh, kw = case["w_shape"]
+    assert_close(y, expected, scale=c * kh * kw, err_msg=str(case))
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@SETTINGS
+@given(case=conv_cases())
+def test_conv2d_backward_is_the_adjoint(xp: Any, dtype_name: str, case: dict[str, Any]) -> None:
+    """<conv2d(x, w), dy> == <x, backward_data(dy, w)> == <w, backward_filter(x, dy)>, and
+    backward_data equals the brute-force scatter, with zeros in rows no window reads."""
+    dtype = _dtype(xp, dtype_name)
+    x_np = _random(case["seed"], case["x_shape"], dtype)
+    w_np = _random(case["seed"] + 1, case["w_shape"], dtype)
+    x, w = xp.asarray(x_np), xp.asarray(w_np)
+    kwargs = _conv_kwargs(case)
+    y = xp.nn.conv2d(x, w, **kwargs)
+    dy_np = _random(case["seed"] + 2, tuple(y.shape), dtype)
+    dy = xp.asarray(dy_np)
+    dx = xp.nn.conv2d_backward_data(dy, w, case["x_shape"], **kwargs)
+    dw = xp.nn.conv2d_backward_filter(x, dy, case["w_shape"], **kwargs)
+    assert (tuple(dx.shape), dx.dtype) == (case["x_shape"], dtype)
+    assert (tuple(dw.shape), dw.dtype) == (case["w_shape"], dtype)
+
+    o, c, kh, kw = case["w_shape"]
+    n_out = int(np.prod(y.shape[2:]))
+    magnitude = _abs_dot(y, dy) + _abs_dot(x_np, dx) + _abs_dot(w_np, dw)
+    y_dy = _dot(y, dy)
+    _adjoint_close(y_dy, _dot(x_np, dx), magnitude, dtype, c * kh * kw + o * kh * kw)
+    _adjoint_close(y_dy, _dot(w_np, dw), magnitude, dtype, c * kh * kw + n_out * x_np.shape[0])
+
+    # backward_data is the unpadded scatter of dy, cropped (or zero-extended) to x's frame
+    expected = _scatter_into_x_frame(dy_np, w_np, case)
+    assert_close(dx, expected.astype(dtype), scale=o * kh * kw, err_msg=str(case))
+    reached = _scatter_into_x_frame(np.ones_like(dy_np), np.ones_like(w_np), case) > 0
+    assert not to_host(dx)[~reached].any(), "dx must be exactly 0 where no window reads x"
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@SETTINGS
+@given(case=conv_cases(), data=st.data())
+def test_conv2d_transpose_matches_brute_force(
+    xp: Any, dtype_name: str, case: dict[str, Any], data: st.DataObject
+) -> None:
+    dtype = _dtype(xp, dtype_name)
+    (sh, sw), (dh, dw) = case["stride"], case["dilation"]
+    output_padding = (
+        data.draw(st.integers(0, max(sh, dh) - 1)),
+        data.draw(st.integers(0, max(sw, dw) - 1)),
+    )
+    _, c, h, w = case["x_shape"]
+    o, _, kh, kw = case["w_shape"]
+    out_h = _transpose_size(h, sh, case["pads"][0], kh, dh) + output_padding[0]
+    out_w = _transpose_size(w, sw, case["pads"][1], kw, dw) + output_padding[1]
+    if out_h < 1 or out_w < 1:
+        with pytest.raises(ValueError, match="conv2d_transpose: padding"):
+            xp.nn.conv2d_transpose(
+                xp.ones(case["x_shape"], dtype=dtype),
+                xp.ones((c, o, kh, kw), dtype=dtype),
+                output_padding=output_padding,
+                **_conv_kwargs(case),
+            )
+        return
+    x = _random(case["seed"], case["x_shape"], dtype)
+    wt = _random(case["seed"] + 1, (c, o, kh, kw), dtype)  # (C_in, C_out, KH, KW)
+    y = xp.nn.conv2d_transpose(
+        xp.asarray(x), xp.asarray(wt), output_padding=output_padding, **_conv_kwargs(case)
+    )
+    expected = ref.conv2d_transpose(
+        x, wt, case["stride"], case["pads"], case["dilation"], output_padding
+    )
+    assert_close(y, expected.astype(dtype), scale=c * kh * kw, err_msg=str(case))
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@SETTINGS
+@given(case=conv_cases())
+def test_conv2d_transpose_is_backward_data(xp: Any, dtype_name: str, case: dict[str, Any]) -> None:
+    """With the output_padding that restores x's size, transposed convolution is exactly
+    conv2d_backward_data, and it is the adjoint of conv2d."""
+    dtype = _dtype(xp, dtype_name)
+    kwargs = _conv_kwargs(case)
+    x_np = _random(case["seed"], case["x_shape"], dtype)
+    w_np = _random(case["seed"] + 1, case["w_shape"], dtype)
+    x, w = xp.asarray(x_np), xp.asarray(w_np)
+    y = xp.nn.conv2d(x, w, **kwargs)
+    dy = xp.asarray(_random(case["seed"] + 2, tuple(y.shape), dtype))
+    (sh, sw), (dh, dw) = case["stride"], case["dilation"]
+    _, _, h, w_ = case["x_shape"]
+    _, c, kh, kw = case["w_shape"]
+    output_padding = (
+        h - _transpose_size(y.shape[2], sh, case["pads"][0], kh, dh),
+        w_ - _transpose_size(y.shape[3], sw, case["pads"][1], kw, dw),
+    )
+    t = xp.nn.conv2d_transpose(dy, w, output_padding=output_padding, **kwargs)
+    dx = xp.nn.conv2d_backward_data(dy, w, case["x_shape"], **kwargs)
+    assert_close(t, to_host(dx), scale=c * kh * kw, err_msg=str(case))
+    magnitude = _abs_dot(t, x_np) + _abs_dot(dy, y)
+    _adjoint_close(_dot(t, x_np), _dot(dy, y), magnitude, dtype, 2 * c * kh * kw)
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_conv2d_lenet_shapes_and_defaults(xp: Any, dtype_name: str) -> None:
+    """A LeNet-sized layer with default arguments, on a non-contiguous (permuted) input."""
+    dtype = _dtype(xp, dtype_name)
+    x_nhwc = _random(0, (3, 12, 12, 4), dtype)
+    w = _random(1, (6, 4, 5, 5), dtype)
+    x = xp.permute_dims(xp.asarray(x_nhwc), (0, 3, 1, 2))
+    y = xp.nn.conv2d(x, xp.asarray(w))
+    x_nchw = np.ascontiguousarray(x_nhwc.transpose(0, 3, 1, 2))
+    expected = ref.conv2d(x_nchw, w, (1, 1), ((0, 0), (0, 0)), (1, 1)).astype(dtype)
+    assert_close(y, expected, scale=100)
+
+
+def test_conv2d_empty_batch(xp: Any) -> None:
+    x = xp.zeros((0, 2, 5, 5), dtype=xp.float32)
+    w = xp.ones((3, 2, 3, 3), dtype=xp.float32)
+    y = xp.nn.conv2d(x, w, padding=1)
+    assert tuple(y.shape) == (0, 3, 5, 5)
+    dw = xp.nn.conv2d_backward_filter(x, y, (3, 2, 3, 3), padding=1)
+    assert_close(dw, np.zeros((3, 2, 3, 3), np.float32))
+    dx = xp.nn.conv2d_backward_data(y, w, (0, 2, 5, 5), padding=1)
+    assert tuple(dx.shape) == (0, 2, 5, 5)
+
+
+# -- pooling ---------------------------------------------------------------------------------------
+def _pool_input(case: dict[str, Any], dtype: np.dtype, with_inf: bool) -> np.ndarray:
+    """Small integers, so that windows hold ties; optionally some -inf."""
+    rng = np.random.default_rng(case["seed"])
+    x: np.ndarray = rng.integers(-2, 3, case["x_shape"]).astype(dtype)
+    if with_inf:
+        x[x < -1] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@SETTINGS
+@given(case=pool_cases(), with_inf=st.booleans())
+def test_max_pool2d_matches_brute_force(
+    xp: Any, dtype_name: str, case: dict[str, Any], with_inf: bool
+) -> None:
+    """Forward, and backward with ties: each window's first maximum (row-major) gets dy."""
+    dtype = _dtype(xp, dtype_name)
+    x_np = _pool_input(case, dtype, with_inf)
+    x = xp.asarray(x_np)
+    args = (case["kernel_size"], case["stride_arg"], case["padding"])
+    y = xp.nn.max_pool2d(x, *args)
+    expected = ref.max_pool2d(x_np, case["kernel"], case["stride"], case["pads"])
+    assert_close(y, expected.astype(dtype), err_msg=str(case))
+    dy_np = _random(case["seed"] + 1, tuple(y.shape), dtype)
+    dx = xp.nn.max_pool2d_backward(xp.asarray(dy_np), x, *args)
+    expected_dx = ref.max_pool2d_backward(dy_np, x_np, case["kernel"], case["stride"], case["pads"])
+    assert_close(dx, expected_dx.astype(dtype), scale=4, err_msg=str(case))
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_max_pool2d_nan_and_all_inf_windows(xp: Any, dtype_name: str) -> None:
+    """NaN wins a window (the first NaN gets the gradient); a window of -inf pixels next to
+    padding gives -inf and hands the gradient to its first pixel, never to the padding."""
+    dtype = _dtype(xp, dtype_name)
+    x_np = np.array([[[[1.0, np.nan, 3.0, np.nan], [-np.inf, -np.inf, 0.0, 2.0]]]], dtype=dtype)
+    x_np = np.concatenate([x_np, np.full_like(x_np, -np.inf)], axis=1)
+    for kernel, stride, pads in [
+        ((2, 2), (2, 2), ((0, 0), (0, 0))),
+        ((2, 2), (1, 1), ((1, 1), (1, 1))),
+    ]:
+        x = xp.asarray(x_np)
+        y = xp.nn.max_pool2d(x, kernel, stride, pads)
+        assert_close(y, ref.max_pool2d(x_np, kernel, stride, pads).astype(dtype))
+        dy_np = np.arange(1, 1 + int(np.prod(y.shape)), dtype=dtype).reshape(y.shape)
+        dx = xp.nn.max_pool2d_backward(xp.asarray(dy_np), x, kernel, stride, pads)
+        expected = ref.max_pool2d_backward(dy_np, x_np, kernel, stride, pads)
+        assert_close(dx, expected.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@SETTINGS
+@given(case=pool_cases(), count_include_pad=st.booleans())
+def test_avg_pool2d_matches_brute_force_and_adjoint(
+    xp: Any, dtype_name: str, case: dict[str, Any], count_include_pad: bool
+) -> None:
+    dtype = _dtype(xp, dtype_name)
+    x_np = _random(case["seed"], case["x_shape"], dtype)
+    args = (case["kernel_size"], case["stride_arg"], case["padding"], count_include_pad)
+    geometry = (case["kernel"], case["stride"], case["pads"], count_include_pad)
+    y = xp.nn.avg_pool2d(xp.asarray(x_np), *args)
+    k = case["kernel"][0] * case["kernel"][1]
+    assert_close(y, ref.avg_pool2d(x_np, *geometry).astype(dtype), scale=k, err_msg=str(case))
+    dy_np = _random(case["seed"] + 1, tuple(y.shape), dtype)
+    dx = xp.nn.avg_pool2d_backward(xp.asarray(dy_np), case["x_shape"], *args)
+    expected = ref.avg_pool2d_backward(dy_np, case["x_shape"], *geometry)
+    assert_close(dx, expected.astype(dtype), scale=k, err_msg=str(case))
+    magnitude = _abs_dot(y, dy_np) + _abs_dot(x_np, dx)
+    _adjoint_close(_dot(y, dy_np), _dot(x_np, dx), magnitude, dtype, 2 * k)
+
+
+# -- softmax family ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_softmax_family_matches_brute_force(xp: Any, dtype_name: str, axis: int) -> None:
+    dtype = _dtype(xp, dtype_name)
+    x_np = (_random(3, (4, 5, 3), dtype) * 10).astype(dtype)
+    x = xp.asarray(x_np)
+    p = xp.nn.softmax(x, axis=axis)
+    assert_close(p, ref.softmax(x_np, axis).astype(dtype), scale=10)
+    assert_close(xp.sum(p, axis=axis), np.ones(np.delete(x_np.shape, axis), dtype), scale=10)
+    log_p = xp.nn.log_softmax(x, axis=axis)
+    assert_close(log_p, ref.log_softmax(x_np, axis).astype(dtype), scale=100)
+    assert_close(xp.log(p), to_host(log_p), scale=100)
+    for ax, keepdims in [(axis, False), (axis, True), (None, False), ((0, 2), True)]:
+        lse = xp.nn.logsumexp(x, axis=ax, keepdims=keepdims)
+        assert_close(lse, ref.logsumexp(x_np, ax, keepdims).astype(dtype), scale=10)
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_family_extreme_values(xp: Any, dtype_name: str) -> None:
+    """Large magnitudes stay finite; -inf entries get 0 (log: -inf); a row of all -inf is NaN
+    for softmax/log_softmax and -inf for logsumexp; +inf gives +inf for logsumexp."""
+    dtype = _dtype(xp, dtype_name)
+    inf = np.inf
+    x_np = np.array(
+        [
+            [1e4, 0.0, -inf, -1e4],
+            [-1e4, -1e4 + 1, -1e4 - 1, -inf],
+            [-inf, -inf, -inf, -inf],
+            [inf, 0.0, 1.0, 2.0],
+            [3e38 if dtype == np.float32 else 1e308, 1.0, 2.0, 3.0],
+        ],
+        dtype=dtype,
+    )
+    x = xp.asarray(x_np)
+    assert_close(xp.nn.softmax(x, axis=-1), ref.softmax(x_np).astype(dtype))
+    assert_close(xp.nn.log_softmax(x, axis=-1), ref.log_softmax(x_np).astype(dtype))
+    assert_close(xp.nn.logsumexp(x, axis=1), ref.logsumexp(x_np, 1).astype(dtype))
+    finite_rows = to_host(xp.nn.softmax(x, axis=-1))[[0, 1, 4]]
+    assert np.isfinite(finite_rows).all()
+    assert_close(xp.nn.logsumexp(x[:2], axis=None), ref.logsumexp(x_np[:2]).astype(dtype))
+
+
+# -- one_hot -------------------------------------------------------------------------------------------
+def test_one_hot(xp: Any) -> None:
+    indices = np.array([[0, 2, 1], [4, -1, 2]], dtype=np.int64)
+    out = xp.nn.one_hot(xp.asarray(indices), 3)
+    default = xp.__array_namespace_info__().default_dtypes()["real floating"]
+    assert_close(out, ref.one_hot(indices, 3).astype(default))
+    out = xp.nn.one_hot(xp.asarray(indices.astype(np.int8)), 300, dtype=xp.float32)
+    assert_close(out, ref.one_hot(indices, 300).astype(np.float32))
+    out = xp.nn.one_hot(xp.asarray(np.array(5, dtype=np.int32)), 6, dtype=xp.int32)
+    assert_close(out, np.eye(6, dtype=np.int32)[5])
+
+
+# -- errors ------------------------------------------------------------------------------------------
+def _f32(xp: Any, *shape: int) -> Any:
+    return xp.zeros(shape, dtype=xp.float32)
+
+
+BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
+    (
+        "conv2d-3d-x",
+        lambda xp: xp.nn.conv2d(_f32(xp, 3, 5, 5), _f32(xp, 2, 3, 3, 3)),
+        ValueError,
+        r"conv2d: x must be 4-D \(N, C, H, W\), got shape \(3, 5, 5\)",
+    ),
+    (
+        "conv2d-channels",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 3, 5, 5), _f32(xp, 2, 4, 3, 3)),
+        ValueError,
+        r"conv2d: x of shape \(1, 3, 5, 5\) has 3 channels but w of shape \(2, 4, 3, 3\)",
+    ),
+    (
+        "conv2d-kernel-too-large",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), _f32(xp, 1, 1, 3, 3), dilation=2),
+        ValueError,
+        r"conv2d: kernel \(3, 3\) with dilation \(2, 2\) spans \(5, 5\), larger than the "
+        r"padded input \(4, 4\)",
+    ),
+    (
+        "conv2d-stride-0",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), _f32(xp, 1, 1, 3, 3), stride=(1, 0)),
+        ValueError,
+        r"conv2d: stride must be >= 1, got \(1, 0\)",
+    ),
+    (
+        "conv2d-negative-padding",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), _f32(xp, 1, 1, 3, 3), padding=-1),
+        ValueError,
+        r"conv2d: padding must be an int, \(ph, pw\) or \(\(top, bottom\), \(left, right\)\)",
+    ),
+    (
+        "conv2d-integer-w",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), xp.zeros((1, 1, 3, 3), dtype=xp.int32)),
+        TypeError,
+        r"conv2d: w must have a real floating dtype, got int32",
+    ),
+    (
+        "backward-data-dy-shape",
+        lambda xp: xp.nn.conv2d_backward_data(
+            _f32(xp, 1, 2, 3, 3), _f32(xp, 2, 1, 3, 3), (1, 1, 6, 6)
+        ),
+        ValueError,
+        r"conv2d_backward_data: dy has shape \(1, 2, 3, 3\), expected \(1, 2, 4, 4\)",
+    ),
+    (
+        "backward-filter-dy-shape",
+        lambda xp: xp.nn.conv2d_backward_filter(
+            _f32(xp, 1, 1, 6, 6), _f32(xp, 1, 3, 4, 4), (2, 1, 3, 3)
+        ),
+        ValueError,
+        r"conv2d_backward_filter: dy has shape \(1, 3, 4, 4\), expected \(1, 2, 4, 4\)",
+    ),
+    (
+        "transpose-output-padding",
+        lambda xp: xp.nn.conv2d_transpose(
+            _f32(xp, 1, 2, 3, 3), _f32(xp, 2, 1, 3, 3), stride=2, output_padding=2
+        ),
+        ValueError,
+        r"conv2d_transpose: output_padding \(2, 2\) must be smaller than stride \(2, 2\)",
+    ),
+    (
+        "transpose-channels",
+        lambda xp: xp.nn.conv2d_transpose(_f32(xp, 1, 2, 3, 3), _f32(xp, 3, 1, 3, 3)),
+        ValueError,
+        r"conv2d_transpose: x of shape \(1, 2, 3, 3\) has 2 channels but w of shape "
+        r"\(3, 1, 3, 3\) expects 3",
+    ),
+    (
+        "max-pool-padding",
+        lambda xp: xp.nn.max_pool2d(_f32(xp, 1, 1, 4, 4), 2, 2, 2),
+        ValueError,
+        r"max_pool2d: padding \(\(2, 2\), \(2, 2\)\) must be smaller than kernel_size \(2, 2\)",
+    ),
+    (
+        "avg-pool-kernel-too-large",
+        lambda xp: xp.nn.avg_pool2d(_f32(xp, 1, 1, 4, 4), 5),
+        ValueError,
+        r"avg_pool2d: kernel_size \(5, 5\) is larger than the padded input \(4, 4\)",
+    ),
+    (
+        "max-pool-backward-dy-shape",
+        lambda xp: xp.nn.max_pool2d_backward(_f32(xp, 1, 1, 3, 3), _f32(xp, 1, 1, 4, 4), 2),
+        ValueError,
+        r"max_pool2d_backward: dy has shape \(1, 1, 3, 3\), expected \(1, 1, 2, 2\)",
+    ),
+    (
+        "pool-2d-x",
+        lambda xp: xp.nn.max_pool2d(_f32(xp, 4, 4), 2),
+        ValueError,
+        r"max_pool2d: x must be 4-D \(N, C, H, W\), got shape \(4, 4\)",
+    ),
+    (
+        "softmax-axis",
+        lambda xp: xp.nn.softmax(_f32(xp, 2, 3), axis=2),
+        ValueError,
+        r"softmax: axis 2 is out of range for an array of 2 dimensions",
+    ),
+    (
+        "one-hot-float-indices",
+        lambda xp: xp.nn.one_hot(_f32(xp, 3), 4),
+        TypeError,
+        r"one_hot: indices must have an integer dtype, got float32 \(shape \(3,\)\)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [case[1:] for case in BAD_CALLS],
+    ids=[case[0] for case in BAD_CALLS],
+)
+def test_bad_input_errors_name_the_op_and_shapes(
+    xp: Any, call: Any, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        call(xp)
+
+
+def test_mixed_dtypes_are_an_error(xp: Any) -> None:
+    _dtype(xp, "float64")
+    x, w = _f32(xp, 1, 1, 4, 4), xp.zeros((1, 1, 3, 3), dtype=xp.float64)
+    with pytest.raises(TypeError, match=r"conv2d: dtypes differ \(x float32, w float64\)"):
+        xp.nn.conv2d(x, w)
