@@ -279,6 +279,13 @@ CASES: list[OpCase] = [
         label="stride2",
     ),
     OpCase(
+        "conv2d_transpose",
+        lambda x, w: ex.conv2d_transpose(x, w, stride=1, padding=1, dilation=3, output_padding=2),
+        [(1, 2, 3, 3), (2, 2, 2, 2)],
+        lambda x, w: ref.conv2d_transpose(x, w, 1, 1, 3, 2),
+        label="output_padding>=stride",
+    ),
+    OpCase(
         "max_pool2d",
         lambda x: ex.max_pool2d(x, 2),
         [(2, 2, 4, 4)],

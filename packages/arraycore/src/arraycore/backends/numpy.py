@@ -171,10 +171,7 @@ class NumpyBackend(Backend):
         return state.random(shape, dtype=dtype)
 
     def overrides(self) -> dict[str, Callable[..., Any]]:
-        try:  # TODO(arraycore): drop the guard once the fast kernels land
-            from . import _numpy_nn
-        except ImportError:
-            _numpy_nn = None
+        from . import _numpy_nn
 
         table: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_AS_NUMPY}
         table["to_numpy"] = self.to_numpy
@@ -183,6 +180,6 @@ class NumpyBackend(Backend):
         table["inplace.copy"] = _inplace_copy
         table["inplace.fill"] = _inplace_fill
         table["inplace.scatter_add"] = _scatter_add
-        for name in getattr(_numpy_nn, "__all__", ()):
+        for name in _numpy_nn.__all__:
             table[f"nn.{name}"] = getattr(_numpy_nn, name)
         return table

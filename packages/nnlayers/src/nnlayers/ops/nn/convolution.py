@@ -138,8 +138,27 @@ class Conv2DTranspose(Op):
     ) -> Grads:
         x, w = inputs
         geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
-        dx = xp.nn.conv2d(dy, w, **geometry) if needs[0] else None
-        dw = xp.nn.conv2d_backward_filter(dy, x, self.w_shape, **geometry) if needs[1] else None
+        # The adjoint is a convolution of dy. When output_padding >= stride (allowed while it is
+        # below the dilation) that convolution has more rows/cols than x: the extra ones belong
+        # to no input pixel, so dx drops them and dw sees x zero-padded to that size.
+        h, wd = x.shape[2], x.shape[3]
+        full = tuple(
+            (dy.shape[2 + i] + sum(self.pad[i]) - self.d[i] * (self.w_shape[2 + i] - 1) - 1)
+            // self.s[i]
+            + 1
+            for i in range(2)
+        )
+        dx = dw = None
+        if needs[0]:
+            dx = xp.nn.conv2d(dy, w, **geometry)
+            if full != (h, wd):
+                dx = dx[:, :, :h, :wd]
+        if needs[1]:
+            if full != (h, wd):
+                padded = xp.zeros((x.shape[0], x.shape[1], *full), dtype=x.dtype)
+                padded[:, :, :h, :wd] = x
+                x = padded
+            dw = xp.nn.conv2d_backward_filter(dy, x, self.w_shape, **geometry)
         return dx, dw
 
 
