@@ -11,9 +11,27 @@
 [(2, 2)]
 """
 
-from . import expr, ops
+from . import expr, init, layers, ops
 from .errors import FeedError, GraphError, NNLayersError, NonFiniteError, ShapeError
 from .graph import Graph, compile
+from .init import seed
+from .layers import (
+    GRU,
+    LSTM,
+    RNN,
+    Affine,
+    BatchNorm,
+    Conv2D,
+    Conv2DTranspose,
+    Dropout,
+    Embedding,
+    Flatten,
+    Layer,
+    LayerNorm,
+    Linear,
+    Pool2D,
+    Sequential,
+)
 from .parameter import Parameter
 
 __version__ = "0.1.0"
@@ -21,4 +39,8 @@ __version__ = "0.1.0"
 __all__ = [
     "FeedError", "Graph", "GraphError", "NNLayersError", "NonFiniteError", "Parameter",
     "ShapeError", "__version__", "compile", "expr", "ops",
+    # layers
+    "GRU", "LSTM", "RNN", "Affine", "BatchNorm", "Conv2D", "Conv2DTranspose", "Dropout",
+    "Embedding", "Flatten", "Layer", "LayerNorm", "Linear", "Pool2D", "Sequential", "init",
+    "layers", "seed",
 ]  # fmt: skip

@@ -1,11 +1,24 @@
-"""``Parameter``: a named trainable source holding a value array and, after backward, its grad."""
+"""``Parameter``: a named source holding a value across runs and, after backward, its gradient.
+
+>>> import numpy as np
+>>> import nnlayers
+>>> W = nnlayers.Parameter.create((784, 128), "he_normal", seed=0, name="W")
+>>> b = nnlayers.Parameter(np.zeros(128), name="b", weight_decay=0.0)
+>>> W.shape, round(float(W.numpy().std()), 2), b.weight_decay, W.lr_multiplier
+((784, 128), 0.05, 0.0, 1.0)
+
+Sharing (tied weights) is identity: use one ``Parameter`` object in two places (or apply one
+layer twice) and the graph sums both gradient contributions into its single ``grad``.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from . import init as initializers
 from .expr.node import Expr
 from .expr.spec import DEFAULT_FLOAT, Spec
 
@@ -18,16 +31,28 @@ class Parameter(Expr):
     otherwise) and moved to the graph's backend when a graph that uses it is compiled.
     ``backward()`` stores the gradient in ``grad``.
 
+    Optimisers read two per-parameter settings: ``weight_decay`` (``None``: the optimiser's own
+    setting; ``0.0``: never decayed, as layers do for biases and normalisation parameters) and
+    ``lr_multiplier`` (the learning rate is scaled by it; ``0.0`` freezes the parameter while it
+    still receives a gradient).
+
     >>> import numpy as np
     >>> W = Parameter(np.zeros((3, 2)), name="W")
     >>> W.shape, W.dtype.name, W.trainable
     ((3, 2), 'float32', True)
     """
 
-    __slots__ = ("_value", "grad", "trainable")
+    __slots__ = ("_value", "grad", "trainable", "weight_decay", "lr_multiplier", "owner")
 
     def __init__(
-        self, value: Any, *, name: str | None = None, dtype: Any = None, trainable: bool = True
+        self,
+        value: Any,
+        *,
+        name: str | None = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        weight_decay: float | None = None,
+        lr_multiplier: float = 1.0,
     ) -> None:
         if hasattr(value, "shape") and not isinstance(
             value, np.ndarray | np.generic | list | tuple
@@ -49,6 +74,56 @@ class Parameter(Expr):
         self._value = stored
         self.grad: Any = None
         self.trainable = trainable
+        if weight_decay is not None and weight_decay < 0:
+            raise ValueError(f"Parameter {name!r}: weight_decay must be >= 0, got {weight_decay}")
+        if lr_multiplier < 0:
+            raise ValueError(f"Parameter {name!r}: lr_multiplier must be >= 0, got {lr_multiplier}")
+        self.weight_decay = weight_decay
+        self.lr_multiplier = float(lr_multiplier)
+        self.owner: Any = None  # the layer that made it, if any (used to keep names unique)
+
+    @classmethod
+    def create(
+        cls,
+        shape: Any,
+        init: Any = "glorot_uniform",
+        *,
+        seed: int | None = None,
+        rng: np.random.Generator | None = None,
+        fans: tuple[int, int] | None = None,
+        name: str | None = None,
+        dtype: Any = None,
+        trainable: bool = True,
+        weight_decay: float | None = None,
+        lr_multiplier: float = 1.0,
+    ) -> Parameter:
+        """A parameter of ``shape`` drawn by ``init`` (a name such as ``"he_normal"``, a number
+        or a callable ``(shape, rng, dtype) -> array``, see :mod:`nnlayers.init`).
+
+        Values come from ``rng``, else from ``seed``, else from the next seed of the sequence that
+        :func:`nnlayers.seed` restarts.
+        """
+        generator = rng if rng is not None else initializers.rng(seed)
+        dt = DEFAULT_FLOAT if dtype is None else np.dtype(dtype)
+        function = initializers.get(init)
+        if isinstance(function, initializers.Initializer):
+            value = function(shape, generator, dt, fans=fans)
+        else:
+            value = np.asarray(function(shape, generator, dt), dtype=dt)
+        want = (shape,) if isinstance(shape, int) else tuple(shape)
+        if tuple(value.shape) != want:
+            raise ValueError(
+                f"Parameter {name!r}: the initialiser {init!r} gave shape {value.shape}, "
+                f"expected {want}"
+            )
+        return cls(
+            value,
+            name=name,
+            dtype=dt,
+            trainable=trainable,
+            weight_decay=weight_decay,
+            lr_multiplier=lr_multiplier,
+        )
 
     @property
     def value(self) -> Any:
@@ -64,10 +139,42 @@ class Parameter(Expr):
             )
         self._value = new
 
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(int(d) for d in self.spec.shape if d is not None)
+
     def to_backend(self, xp: Any) -> Any:
         """Move the value to the namespace ``xp`` (no copy when it is already there)."""
         self._value = xp.asarray(self._value, dtype=self.spec.dtype)
         return self._value
+
+    def numpy(self) -> np.ndarray:
+        """A host (NumPy) copy of the value, from whatever backend holds it."""
+        if isinstance(self._value, np.ndarray):
+            return self._value.copy()
+        import arraycore
+
+        return np.array(arraycore.namespace_of(self._value).to_numpy(self._value), copy=True)
+
+    def assign(self, new: Any) -> None:
+        """Overwrite the value with ``new`` (host or backend data of the same shape), in place
+        when the value already lives on a backend, so graphs and optimisers keep seeing it."""
+        shape = tuple(np.shape(new)) if not hasattr(new, "shape") else tuple(new.shape)
+        if shape != self.spec.shape:
+            raise ValueError(
+                f"Parameter {self.name!r}: cannot assign a value of shape {shape}, "
+                f"expected {self.spec.shape}"
+            )
+        if isinstance(self._value, np.ndarray) and isinstance(new, np.ndarray | list | tuple):
+            self._value[...] = np.asarray(new, dtype=self.spec.dtype)
+            return
+        import arraycore
+
+        xp = arraycore.namespace_of(self._value)
+        if isinstance(new, np.ndarray | list | tuple | np.generic):
+            new = xp.asarray(np.asarray(new), dtype=self.spec.dtype)
+        xp.inplace.copy(new, out=self._value)
 
     def __repr__(self) -> str:
         label = "Parameter" if self.trainable else "Parameter (not trainable)"
