@@ -1,0 +1,45 @@
+"""Layers: reusable callables on expressions whose parameters appear at first application.
+
+>>> import nnlayers.expr as ex
+>>> from nnlayers.layers import Affine, BatchNorm, Conv2D, Dropout, Flatten, Pool2D, Sequential
+>>> net = Sequential(
+...     [
+...         Conv2D(16, 3, padding="same"),
+...         BatchNorm(),
+...         "relu",
+...         Pool2D(2),
+...         Flatten(),
+...         Dropout(0.25),
+...         Affine(10),
+...     ],
+...     seed=0,
+... )
+>>> net(ex.placeholder((None, 1, 8, 8), name="images")).shape
+(None, 10)
+
+One layer per file: :class:`Affine` (``Linear``), :class:`Conv2D`, :class:`Conv2DTranspose`,
+:class:`Pool2D`, :class:`BatchNorm`, :class:`Dropout`, :class:`Embedding`, :class:`RNN`,
+:class:`LSTM`, :class:`GRU`, :class:`LayerNorm`, :class:`Flatten`, :class:`Sequential`.
+"""
+
+from .affine import Affine, Linear
+from .base import ACTIVATIONS, Layer, get_activation
+from .batch_norm import BatchNorm
+from .conv2d import Conv2D
+from .conv2d_transpose import Conv2DTranspose
+from .dropout import Dropout, SpatialDropout
+from .embedding import Embedding
+from .flatten import Flatten
+from .gru import GRU
+from .layer_norm import LayerNorm
+from .lstm import LSTM
+from .pool2d import AvgPool2D, MaxPool2D, Pool2D
+from .recurrent import Recurrent
+from .rnn import RNN
+from .sequential import Sequential
+
+__all__ = [
+    "ACTIVATIONS", "GRU", "LSTM", "RNN", "Affine", "AvgPool2D", "BatchNorm", "Conv2D",
+    "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "Layer", "LayerNorm", "Linear",
+    "MaxPool2D", "Pool2D", "Recurrent", "Sequential", "SpatialDropout", "get_activation",
+]  # fmt: skip

@@ -1,0 +1,214 @@
+"""``Layer``: a reusable callable on expressions that makes its parameters when first applied.
+
+A layer is configured with sizes that cannot be inferred (``Affine(128)``: 128 outputs) and
+learns the rest from the first expression it is applied to (the input width). Applying a layer
+again reuses the same parameters (shared weights).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from .. import init as initializers
+from ..expr.node import Expr, as_expr
+from ..expr.spec import DEFAULT_FLOAT, Spec, format_shape
+from ..ops.math import activation as _activation
+from ..ops.nn import softmax as _softmax
+from ..parameter import Parameter
+
+Activation = Callable[[Expr], Expr]
+
+ACTIVATIONS: dict[str, Activation] = {
+    "relu": _activation.relu,
+    "tanh": _activation.tanh,
+    "sigmoid": _activation.sigmoid,
+    "leaky_relu": _activation.leaky_relu,
+    "elu": _activation.elu,
+    "gelu": _activation.gelu,
+    "softplus": _activation.softplus,
+    "softmax": _softmax.softmax,
+    "log_softmax": _softmax.log_softmax,
+}
+"""Activations layers accept by name (``Affine(128, activation="relu")``)."""
+
+
+def get_activation(fn: str | Activation | None) -> Activation | None:
+    """An activation from its name, a callable on expressions, or ``None`` (linear)."""
+    if fn is None or fn == "linear":
+        return None
+    if isinstance(fn, str):
+        if fn not in ACTIVATIONS:
+            raise ValueError(
+                f"unknown activation {fn!r}; choose one of {', '.join(sorted(ACTIVATIONS))} "
+                "or pass a function of an expression"
+            )
+        return ACTIVATIONS[fn]
+    if not callable(fn):
+        raise TypeError(f"an activation must be a name or a callable, got {fn!r}")
+    return fn
+
+
+def snake_case(name: str) -> str:
+    """``Conv2DTranspose`` -> ``conv2d_transpose``, ``LSTM`` -> ``lstm``."""
+    name = re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name)
+    return re.sub(r"(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+
+
+class Layer:
+    """Base class of layers: ``h = layer(x)`` builds expressions; parameters appear lazily.
+
+    Subclasses implement :meth:`build` (make parameters with :meth:`add_param` from the input's
+    spec; called once, at the first application) and :meth:`forward` (the expression).
+
+    ``name`` prefixes the parameter names (``"affine/weight"``; default: the class name in
+    snake case; :class:`nnlayers.models.Model` makes clashing names unique). ``seed`` fixes the
+    initial values; without it the layer takes the next seed of :func:`nnlayers.seed`'s sequence
+    when it is built.
+    """
+
+    def __init__(self, *, name: str | None = None, seed: int | None = None) -> None:
+        self.name = name or snake_case(type(self).__name__)
+        self.seed = seed
+        self.built = False
+        self._params: dict[str, Parameter] = {}
+        self._rng: np.random.Generator | None = None
+        self.input_spec: Spec | None = None
+
+    # -- application ------------------------------------------------------------------------
+    def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        x = as_expr(x)
+        spec = x.spec
+        if not self.built:
+            self._rng = initializers.rng(self.seed)
+            self.input_spec = spec
+            self.build(spec)
+            self.built = True
+            self._rng = None
+        return self.forward(x, *args, **kwargs)
+
+    def build(self, spec: Spec) -> None:
+        """Make the parameters for inputs of ``spec`` (nothing for parameter-free layers)."""
+
+    def forward(self, x: Expr, *args: Any, **kwargs: Any) -> Any:
+        """The output expression for input ``x``."""
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    # -- parameters -------------------------------------------------------------------------
+    def add_param(
+        self,
+        name: str,
+        shape: tuple[int, ...],
+        init: Any,
+        *,
+        dtype: Any = None,
+        trainable: bool = True,
+        weight_decay: float | None = None,
+        lr_multiplier: float = 1.0,
+        fans: tuple[int, int] | None = None,
+    ) -> Parameter:
+        """Make, register and return the parameter ``<layer name>/<name>`` (call from build).
+
+        ``init`` may also be a :class:`Parameter` or an expression: it is then used as is
+        (shared, tied weights) after a shape check.
+        """
+        if isinstance(init, Expr):
+            if tuple(init.shape) != tuple(shape):
+                raise ValueError(
+                    f"{type(self).__name__} {self.name!r}: the given {name} has shape "
+                    f"{format_shape(init.shape)}, the input needs {format_shape(shape)}"
+                )
+            if isinstance(init, Parameter):
+                self._params[name] = init
+            return init  # type: ignore[return-value]
+        if self._rng is None:
+            self._rng = initializers.rng(self.seed)
+        p = Parameter.create(
+            shape,
+            init,
+            rng=self._rng,
+            fans=fans,
+            name=f"{self.name}/{name}",
+            dtype=dtype,
+            trainable=trainable,
+            weight_decay=weight_decay,
+            lr_multiplier=lr_multiplier,
+        )
+        p.owner = self
+        self._params[name] = p
+        return p
+
+    def sublayers(self) -> list[Layer]:
+        """The layers this one is made of (none for a plain layer)."""
+        return []
+
+    def _all_parameters(self) -> Iterator[Parameter]:
+        seen: set[int] = set()
+        for p in self._params.values():
+            if id(p) not in seen:
+                seen.add(id(p))
+                yield p
+        for layer in self.sublayers():
+            for p in layer._all_parameters():
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    yield p
+
+    @property
+    def params(self) -> list[Parameter]:
+        """Trainable parameters (empty until the layer has been applied), each listed once."""
+        return [p for p in self._all_parameters() if p.trainable]
+
+    @property
+    def buffers(self) -> list[Parameter]:
+        """Non-trainable state (batch-norm running statistics), each listed once."""
+        return [p for p in self._all_parameters() if not p.trainable]
+
+    def __getattr__(self, name: str) -> Any:
+        # ``layer.weight`` reads the parameter ``weight`` once the layer is built.
+        params = self.__dict__.get("_params")
+        if params is not None and name in params:
+            return params[name]
+        if params is not None and not self.__dict__.get("built", False):
+            raise AttributeError(
+                f"{type(self).__name__} {self.__dict__.get('name')!r} has no attribute "
+                f"{name!r} yet: parameters appear when the layer is first applied"
+            )
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __repr__(self) -> str:
+        config = self.config()
+        args = ", ".join(f"{k}={v!r}" for k, v in config.items())
+        return f"{type(self).__name__}({args})"
+
+    def config(self) -> dict[str, Any]:
+        """The settings shown by ``repr`` (subclasses add theirs)."""
+        return {"name": self.name}
+
+
+def float_dtype(spec: Spec) -> np.dtype:
+    """Parameters follow a floating input's dtype (float64 gradient checks); else float32."""
+    return spec.dtype if spec.is_float else DEFAULT_FLOAT
+
+
+def known(layer: Layer, spec: Spec, axes: tuple[int, ...], what: str) -> tuple[int, ...]:
+    """The sizes of ``axes`` of ``spec``, which must be known to build ``layer``."""
+    sizes = tuple(spec.shape[a] for a in axes)
+    if None in sizes:
+        raise ValueError(
+            f"{type(layer).__name__} {layer.name!r}: needs the {what} of its input to be known, "
+            f"got shape {format_shape(spec.shape)}"
+        )
+    return sizes  # type: ignore[return-value]
+
+
+def require_ndim(layer: Layer, spec: Spec, ndims: tuple[int, ...], layout: str) -> None:
+    """Raise a clear error unless the input has one of ``ndims`` axes."""
+    if spec.ndim not in ndims:
+        raise ValueError(
+            f"{type(layer).__name__} {layer.name!r}: needs {layout} inputs, got shape "
+            f"{format_shape(spec.shape)}"
+        )

@@ -1,0 +1,97 @@
+"""``Conv2DTranspose``: a transposed (fractionally strided) 2-D convolution, for upsampling."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..expr.node import Expr
+from ..expr.spec import Spec
+from ..ops.nn.convolution import conv2d_transpose
+from ..ops.nn.geometry import pair
+from .base import Activation, Layer, float_dtype, get_activation, known, require_ndim
+
+
+class Conv2DTranspose(Layer):
+    """``activation(conv2d_transpose(x, weight) + bias)`` for NCHW images ``x``.
+
+    ``weight`` has shape ``(C, filters, kh, kw)`` (the layout of the convolution it inverts).
+    With ``stride=2, padding="same"`` a (N, C, 7, 7) input becomes (N, filters, 14, 14).
+
+    >>> import nnlayers.expr as ex
+    >>> from nnlayers.layers import Conv2DTranspose
+    >>> up = Conv2DTranspose(8, 4, stride=2, padding="same", seed=0)
+    >>> up(ex.placeholder((None, 16, 7, 7))).shape
+    (None, 8, 14, 14)
+    """
+
+    def __init__(
+        self,
+        filters: int,
+        kernel_size: int | tuple[int, int],
+        *,
+        stride: Any = 1,
+        padding: Any = "valid",
+        output_padding: Any = 0,
+        dilation: Any = 1,
+        activation: str | Activation | None = None,
+        use_bias: bool = True,
+        init: Any = "glorot_uniform",
+        bias_init: Any = "zeros",
+        weight_decay: float | None = None,
+        name: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(name=name, seed=seed)
+        if int(filters) < 1:
+            raise ValueError(f"Conv2DTranspose: filters must be positive, got {filters}")
+        self.filters = int(filters)
+        self.kernel_size = pair(kernel_size, "kernel_size")
+        self.stride = stride
+        self.padding = padding
+        self.output_padding = output_padding
+        self.dilation = dilation
+        self.activation = activation
+        self._activation = get_activation(activation)
+        self.use_bias = use_bias
+        self.init = init
+        self.bias_init = bias_init
+        self.weight_decay = weight_decay
+
+    def build(self, spec: Spec) -> None:
+        require_ndim(self, spec, (4,), "NCHW image")
+        (channels,) = known(self, spec, (1,), "channel axis")
+        dt = float_dtype(spec)
+        receptive = math.prod(self.kernel_size)
+        # Each output pixel sums filters-in-channels * kernel terms: the fans of the convolution
+        # this one is the gradient of, with the roles of in and out swapped.
+        fans = (channels * receptive, self.filters * receptive)
+        shape = (channels, self.filters, *self.kernel_size)
+        self.add_param(
+            "weight", shape, self.init, dtype=dt, weight_decay=self.weight_decay, fans=fans
+        )
+        if self.use_bias:
+            self.add_param("bias", (self.filters,), self.bias_init, dtype=dt, weight_decay=0.0)
+
+    def forward(self, x: Expr) -> Expr:
+        y = conv2d_transpose(
+            x,
+            self._params["weight"],
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.output_padding,
+        )
+        if self.use_bias:
+            y = y + self._params["bias"].reshape(1, -1, 1, 1)
+        return y if self._activation is None else self._activation(y)
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "filters": self.filters,
+            "kernel_size": self.kernel_size,
+            "stride": self.stride,
+            "padding": self.padding,
+            "activation": self.activation,
+            "name": self.name,
+        }

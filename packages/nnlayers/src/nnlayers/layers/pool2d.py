@@ -1,0 +1,58 @@
+"""``Pool2D``: max or average pooling of NCHW images."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..expr.node import Expr
+from ..expr.spec import Spec
+from ..ops.nn.pooling import avg_pool2d, max_pool2d
+from .base import Layer, require_ndim
+
+
+class Pool2D(Layer):
+    """Max (``mode="max"``, the default) or average (``mode="avg"``) pooling over windows of
+    ``kernel_size`` moved by ``stride`` (default: the window size).
+
+    >>> import nnlayers.expr as ex
+    >>> from nnlayers.layers import Pool2D
+    >>> Pool2D(2)(ex.placeholder((None, 16, 28, 28))).shape
+    (None, 16, 14, 14)
+    """
+
+    def __init__(
+        self,
+        kernel_size: Any = 2,
+        stride: Any = None,
+        padding: Any = 0,
+        *,
+        mode: str = "max",
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if mode not in ("max", "avg"):
+            raise ValueError(f"Pool2D: mode must be 'max' or 'avg', got {mode!r}")
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.padding = padding
+        self.mode = mode
+
+    def build(self, spec: Spec) -> None:
+        require_ndim(self, spec, (4,), "NCHW image")
+
+    def forward(self, x: Expr) -> Expr:
+        pool = max_pool2d if self.mode == "max" else avg_pool2d
+        return pool(x, self.kernel_size, self.stride, self.padding)
+
+    def config(self) -> dict[str, Any]:
+        return {"kernel_size": self.kernel_size, "stride": self.stride, "mode": self.mode}
+
+
+def MaxPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Pool2D:  # noqa: N802
+    """``Pool2D(..., mode="max")``."""
+    return Pool2D(kernel_size, stride, padding, mode="max")
+
+
+def AvgPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Pool2D:  # noqa: N802
+    """``Pool2D(..., mode="avg")``."""
+    return Pool2D(kernel_size, stride, padding, mode="avg")

@@ -1,0 +1,125 @@
+"""What RNN, LSTM and GRU share: unrolling a cell over the time axis of (N, T, features) input.
+
+The loop is unrolled into the graph when the layer is applied (``T`` must be known), so the
+gradient through time comes from the ops' own backward rules: nothing is special-cased.
+Each step reads its input slice ``x[:, t]`` and projects it (``x_t @ weight``); slicing the
+narrow input rather than a projection of the whole sequence keeps the gradient scatter of the
+slices small.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..expr.node import Expr, as_expr
+from ..expr.spec import Spec, format_shape
+from ..ops.array.join import stack
+from .base import Layer, float_dtype, known, require_ndim
+
+
+class Recurrent(Layer):
+    """Base of the recurrent layers (see :class:`RNN`, :class:`LSTM`, :class:`GRU`).
+
+    Subclasses set ``gates`` (blocks of ``units`` in the projections) and implement
+    :meth:`initial` and :meth:`step`.
+    """
+
+    gates = 1
+
+    def __init__(
+        self,
+        units: int,
+        *,
+        return_sequences: bool = False,
+        return_state: bool = False,
+        init: Any = "glorot_uniform",
+        recurrent_init: Any = "orthogonal",
+        bias_init: Any = "zeros",
+        weight_decay: float | None = None,
+        name: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(name=name, seed=seed)
+        if int(units) < 1:
+            raise ValueError(f"{type(self).__name__}: units must be positive, got {units}")
+        self.units = int(units)
+        self.return_sequences = return_sequences
+        self.return_state = return_state
+        self.init = init
+        self.recurrent_init = recurrent_init
+        self.bias_init = bias_init
+        self.weight_decay = weight_decay
+        self.state: Any = None
+
+    def build(self, spec: Spec) -> None:
+        require_ndim(self, spec, (3,), "(N, T, features)")
+        (features,) = known(self, spec, (2,), "feature axis")
+        known(self, spec, (1,), "time axis (sequence length)")
+        dt = float_dtype(spec)
+        width = self.gates * self.units
+        decay = self.weight_decay
+        self.add_param("weight", (features, width), self.init, dtype=dt, weight_decay=decay)
+        self.add_param(
+            "recurrent_weight",
+            (self.units, width),
+            self.recurrent_init,
+            dtype=dt,
+            weight_decay=decay,
+        )
+        self.add_param("bias", (width,), self.bias_init, dtype=dt, weight_decay=0.0)
+
+    def forward(self, x: Expr, initial_state: Any = None) -> Any:
+        """Run over the sequence; the final state is kept in :attr:`state`.
+
+        Returns the last output (N, units), or every output (N, T, units) with
+        ``return_sequences``; with ``return_state`` a pair ``(output, state)``.
+        """
+        steps = x.shape[1]
+        state = self.initial(initial_state)
+        outputs = []
+        weight, bias = self._params["weight"], self._params["bias"]
+        for t in range(steps):  # type: ignore[arg-type]
+            projected = x[:, t] @ weight + bias
+            output, state = self.step(projected, state)
+            outputs.append(output)
+        self.state = state
+        result: Expr = stack(outputs, axis=1) if self.return_sequences else outputs[-1]
+        return (result, state) if self.return_state else result
+
+    def initial(self, initial_state: Any) -> Any:
+        """The state before the first step (``None`` entries: zeros, folded away)."""
+        if initial_state is None:
+            return None
+        h = as_expr(initial_state)
+        self._check_state(h, "initial_state")
+        return h
+
+    def _check_state(self, h: Expr, what: str) -> None:
+        if h.ndim != 2 or h.shape[1] != self.units:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: {what} must have shape (N, {self.units}), "
+                f"got {format_shape(h.shape)}"
+            )
+
+    def recur(self, h: Expr | None, block: slice | None = None) -> Expr | None:
+        """``h @ recurrent_weight`` (one block of it), or ``None`` while the state is zero."""
+        if h is None:
+            return None
+        u = self._params["recurrent_weight"]
+        return h @ (u if block is None else u[:, block])
+
+    def block(self, z: Expr, k: int) -> Expr:
+        """Gate block ``k`` (columns ``k*units : (k+1)*units``) of a projection ``z``."""
+        return z[:, k * self.units : (k + 1) * self.units]
+
+    def step(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
+        """One time step: ``(output, new state)`` from ``x_t @ weight + bias`` and the state."""
+        raise NotImplementedError
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "units": self.units,
+            "return_sequences": self.return_sequences,
+            "return_state": self.return_state,
+            "name": self.name,
+        }
