@@ -1,0 +1,236 @@
+"""Every developer and CI entry point of the monorepo.
+
+``nox`` runs what CI runs; ``nox -l`` lists every session; ``nox -s demo`` runs the demo.
+The packages are whatever ``packages/*/pyproject.toml`` declares, and the backends for the
+conformance kit are whatever those (and the test-fixture distributions under
+``packages/*/tests/*/pyproject.toml``) register in the ``arraycore.backends`` entry-point group.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import nox
+
+nox.needs_version = ">=2025.2.9"
+nox.options.default_venv_backend = "uv|venv"
+nox.options.error_on_external_run = True
+
+ROOT = Path(__file__).resolve().parent
+DIST = ROOT / "dist"
+BACKEND_GROUP = "arraycore.backends"
+
+RUFF = "ruff==0.17.6"
+MYPY = "mypy==2.4.1"
+BUILD = "build==1.6.1"
+
+# Extras a backend's distribution needs before the conformance kit can reach its device. The CUDA
+# 12 wheels run under CUDA 12 and CUDA 13 drivers alike; where no GPU exists the kit skips itself.
+CONFORMANCE_EXTRAS: dict[str, tuple[str, ...]] = {"arraycore-cuda": ("cuda12",)}
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """One distribution of the repo, as its pyproject.toml declares it."""
+
+    name: str
+    version: str
+    path: Path
+    import_name: str
+    extras: tuple[str, ...]
+    backends: tuple[str, ...]
+
+    @property
+    def relpath(self) -> str:
+        return self.path.relative_to(ROOT).as_posix()
+
+    def requirement(self, *extras: str) -> list[str]:
+        """``session.install`` arguments for an editable install with ``extras``."""
+        wanted = [extra for extra in extras if extra in self.extras]
+        return ["-e", self.relpath + (f"[{','.join(wanted)}]" if wanted else "")]
+
+
+def read_distribution(pyproject: Path) -> Distribution:
+    """The name, import name, extras and backend entry points of one pyproject.toml."""
+    config = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+    project = config["project"]
+    wheel = config.get("tool", {}).get("hatch", {}).get("build", {}).get("targets", {})
+    packages = wheel.get("wheel", {}).get("packages", [])
+    import_name = Path(packages[0]).name if packages else project["name"].replace("-", "_")
+    return Distribution(
+        name=project["name"],
+        version=project["version"],
+        path=pyproject.parent,
+        import_name=import_name,
+        extras=tuple(project.get("optional-dependencies", {})),
+        backends=tuple(project.get("entry-points", {}).get(BACKEND_GROUP, {})),
+    )
+
+
+#: The packages of the monorepo, arraycore first (everything else depends on it).
+PACKAGES: dict[str, Distribution] = {
+    dist.name: dist
+    for dist in sorted(
+        (read_distribution(p) for p in ROOT.glob("packages/*/pyproject.toml")),
+        key=lambda dist: (dist.name != "arraycore", dist.name),
+    )
+}
+CORE = PACKAGES["arraycore"]
+
+#: Distributions that a package's tests install beside it (e.g. arraycore's third-party backend).
+FIXTURES: dict[str, list[Distribution]] = {
+    name: [read_distribution(p) for p in sorted(dist.path.glob("tests/*/pyproject.toml"))]
+    for name, dist in PACKAGES.items()
+}
+
+#: Backend entry-point name -> the distribution that provides it.
+BACKENDS: dict[str, Distribution] = {
+    backend: dist
+    for dist in [*PACKAGES.values(), *(f for fixtures in FIXTURES.values() for f in fixtures)]
+    for backend in dist.backends
+}
+
+nox.options.sessions = [
+    "lint",
+    "typecheck",
+    "tests",
+    "conformance(numpy)",
+    "conformance(tiny)",
+    "build",
+    "install_check",
+]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Lint with ruff and check the formatting (settings: the root pyproject.toml)."""
+    session.install(RUFF)
+    session.run("ruff", "check", "packages", "noxfile.py", *session.posargs)
+    session.run("ruff", "format", "--check", "--diff", "packages", "noxfile.py")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """Type-check the source of every package with mypy (settings: the root pyproject.toml)."""
+    session.install(MYPY, *(arg for dist in PACKAGES.values() for arg in dist.requirement("test")))
+    args = [arg for dist in PACKAGES.values() for arg in ("-p", dist.import_name)]
+    session.run("mypy", *args, *session.posargs)
+
+
+@nox.session
+@nox.parametrize("package", list(PACKAGES), ids=list(PACKAGES))
+def tests(session: nox.Session, package: str) -> None:
+    """Run one package's tests (with arraycore, its test extra and its test fixtures)."""
+    dist = PACKAGES[package]
+    fixtures = [arg for fixture in FIXTURES[package] for arg in fixture.requirement()]
+    core = [] if dist is CORE else CORE.requirement("test")
+    session.install(*core, *dist.requirement("test"), *fixtures)
+    session.run("pytest", f"{dist.relpath}/tests", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("backend", list(BACKENDS), ids=list(BACKENDS))
+def conformance(session: nox.Session, backend: str) -> None:
+    """Run arraycore's conformance kit against one backend (skips with a reason if no device).
+
+    The kit itself decides: a backend whose library, driver or device is absent here is skipped
+    with the reason printed, never replaced by a stand-in.
+    """
+    dist = BACKENDS[backend]
+    install = CORE.requirement("test")
+    if dist is not CORE:
+        install += dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ()))
+    session.install(*install)
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "--pyargs",
+        "arraycore.testing.conformance",
+        f"--arraycore-backend={backend}",
+        *session.posargs,
+    )
+
+
+@nox.session
+def build(session: nox.Session) -> None:
+    """Build the sdist and the wheel (from that sdist) of every package into dist/."""
+    session.install(BUILD)
+    shutil.rmtree(DIST, ignore_errors=True)
+    for dist in PACKAGES.values():
+        session.run("python", "-m", "build", "--outdir", str(DIST), dist.relpath)
+    for dist in PACKAGES.values():
+        stem = f"{re.sub(r'[-_.]+', '_', dist.name).lower()}-{dist.version}"
+        sdist, wheel = DIST / f"{stem}.tar.gz", DIST / f"{stem}-py3-none-any.whl"
+        if not (sdist.is_file() and wheel.is_file()):
+            session.error(f"{dist.name}: expected {sdist.name} and {wheel.name} in dist/")
+        with zipfile.ZipFile(wheel) as archive:
+            if f"{dist.import_name}/py.typed" not in archive.namelist():
+                session.error(f"{wheel.name} does not ship {dist.import_name}/py.typed")
+    session.log("built: " + ", ".join(sorted(p.name for p in DIST.iterdir())))
+
+
+@nox.session(requires=["build"])
+def install_check(session: nox.Session) -> None:
+    """Install "arraycore[opencl]" with plain pip from dist/ into a fresh virtual environment.
+
+    Both arraycore and arraycore-opencl must resolve to the wheels just built (checked in pip's
+    report and in the installed metadata); pyopencl and pyclblast come from the index, and
+    pyclblast builds against the system's CLBlast (Debian: libclblast-dev).
+    """
+    tmp = Path(session.create_tmp()).resolve()
+    venv = tmp / "fresh"
+    shutil.rmtree(venv, ignore_errors=True)
+    session.run("python", "-m", "venv", str(venv))
+    python = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
+    report_path = tmp / "pip-report.json"
+    session.run(
+        python,
+        "-m",
+        "pip",
+        "install",
+        "--find-links",
+        str(DIST),
+        "--report",
+        str(report_path),
+        "arraycore[opencl]",
+        external=True,
+    )
+    report = json.loads(report_path.read_text(encoding="utf-8"))
+    installed = {item["metadata"]["name"]: item for item in report["install"]}
+    for name in ("arraycore", "arraycore-opencl"):
+        if name not in installed:
+            session.error(f"pip did not install {name}: {sorted(installed)}")
+        item = installed[name]
+        url, version = item["download_info"]["url"], item["metadata"]["version"]
+        if not (url.startswith(DIST.as_uri() + "/") and url.endswith(".whl")):
+            session.error(f"{name} came from {url}, not from a wheel in {DIST}")
+        if version != PACKAGES[name].version:
+            session.error(f"{name} resolved to {version}, not {PACKAGES[name].version}")
+        session.log(f"{name} {version} <- {url}")
+    check = (
+        "import json, importlib.metadata as m, arraycore, arraycore_opencl\n"
+        "d = m.distribution('arraycore-opencl')\n"
+        "print(json.dumps({'version': d.version, 'location': str(d.locate_file(''))}))\n"
+    )
+    output = session.run(python, "-c", check, external=True, silent=True)
+    found = json.loads(str(output).strip().splitlines()[-1])
+    expected = PACKAGES["arraycore-opencl"].version
+    if found["version"] != expected or not Path(found["location"]).is_relative_to(venv):
+        session.error(f"arraycore-opencl is not {expected} inside {venv}: {found}")
+    session.log(f"arraycore-opencl {found['version']} installed in {found['location']}")
+    session.run(python, "-m", "arraycore", "info", external=True)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Run the arraycore demo on the default (NumPy) backend; ARRAYCORE_BACKEND picks another."""
+    session.install(*CORE.requirement())
+    session.run("python", "-m", "arraycore.demo", *session.posargs)
