@@ -1,0 +1,127 @@
+"""Adam and AdamW: adaptive moment estimation, with L2 or decoupled weight decay."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from .base import Array, Optimizer, ParameterLike, _check_positive, _check_unit
+from .schedules import LearningRate
+
+
+class Adam(Optimizer):
+    """Adam (Kingma & Ba), with bias correction.
+
+    With ``g = grad + weight_decay * w`` (L2, coupled, as in PyTorch's ``Adam``) and ``t`` the
+    parameter's update count (1 at its first update):
+
+    - ``m = beta1 * m + (1 - beta1) * g``, ``v = beta2 * v + (1 - beta2) * g**2``;
+    - ``m_hat = m / (1 - beta1**t)``, ``v_hat = v / (1 - beta2**t)``;
+    - ``w -= lr * m_hat / (sqrt(v_hat) + eps)``.
+
+    The bias corrections are host floats folded into the two scalars of the update, so the step
+    stays on the device.
+
+    >>> import numpy as np
+    >>> from types import SimpleNamespace
+    >>> p = SimpleNamespace(name="w", value=np.array([1.0, -1.0]), grad=np.array([0.3, -2.0]))
+    >>> Adam(0.1, params=[p]).step()
+    >>> p.value.round(6).tolist()  # the first step moves every entry by about lr
+    [0.9, -0.9]
+    """
+
+    slots = ("m", "v")
+
+    def __init__(
+        self,
+        lr: LearningRate = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        *,
+        eps: float = 1e-8,
+        params: Iterable[ParameterLike] | None = None,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        clip_eps: float = 1e-6,
+    ) -> None:
+        name = type(self).__name__
+        _check_unit(name, "beta1", beta1)
+        _check_unit(name, "beta2", beta2)
+        _check_positive(name, "eps", eps)
+        self.beta1 = float(beta1)
+        self.beta2 = float(beta2)
+        self.eps = float(eps)
+        super().__init__(
+            lr, params=params, weight_decay=weight_decay, clip_norm=clip_norm, clip_eps=clip_eps
+        )
+
+    def _update(
+        self,
+        xp: Any,
+        value: Array,
+        grad: Array,
+        state: dict[str, Array],
+        tmp: Array,
+        lr: float,
+        weight_decay: float,
+        count: int,
+    ) -> None:
+        ip = xp.inplace
+        b1, b2 = self.beta1, self.beta2
+        if not self.coupled_weight_decay and weight_decay:
+            ip.multiply(value, 1.0 - lr * weight_decay, out=value)
+        m, v = state["m"], state["v"]
+        ip.multiply(m, b1, out=m)
+        ip.multiply(grad, 1.0 - b1, out=tmp)
+        ip.add(m, tmp, out=m)
+        ip.multiply(grad, grad, out=tmp)
+        ip.multiply(tmp, 1.0 - b2, out=tmp)
+        ip.multiply(v, b2, out=v)
+        ip.add(v, tmp, out=v)
+        correction1 = 1.0 - b1**count
+        correction2 = 1.0 - b2**count
+        # lr * m_hat / (sqrt(v_hat) + eps) == (lr / c1) * m / (sqrt(v) / sqrt(c2) + eps)
+        ip.sqrt(v, out=tmp)
+        ip.multiply(tmp, 1.0 / math.sqrt(correction2), out=tmp)
+        ip.add(tmp, self.eps, out=tmp)
+        ip.divide(m, tmp, out=tmp)
+        ip.multiply(tmp, lr / correction1, out=tmp)
+        ip.subtract(value, tmp, out=value)
+
+    def _settings(self) -> list[str]:
+        return [f"beta1={self.beta1:g}", f"beta2={self.beta2:g}", f"eps={self.eps:g}"]
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (Loshchilov & Hutter), as PyTorch's ``AdamW``.
+
+    Before the Adam update (on the raw gradient): ``w *= 1 - lr * weight_decay``, where ``lr``
+    includes the parameter's ``lr_multiplier``. Parameters whose own ``weight_decay`` is ``0.0``
+    (biases, normalisation scales in nnlayers' layers) are not decayed.
+    """
+
+    coupled_weight_decay = False
+
+    def __init__(
+        self,
+        lr: LearningRate = 0.001,
+        beta1: float = 0.9,
+        beta2: float = 0.999,
+        *,
+        eps: float = 1e-8,
+        params: Iterable[ParameterLike] | None = None,
+        weight_decay: float = 0.01,
+        clip_norm: float | None = None,
+        clip_eps: float = 1e-6,
+    ) -> None:
+        super().__init__(
+            lr,
+            beta1,
+            beta2,
+            eps=eps,
+            params=params,
+            weight_decay=weight_decay,
+            clip_norm=clip_norm,
+            clip_eps=clip_eps,
+        )

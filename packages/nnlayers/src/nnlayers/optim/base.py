@@ -1,0 +1,445 @@
+"""The optimiser base class, the parameter protocol, and gradient clipping by global norm.
+
+Optimisers work against a small duck-typed protocol (:class:`ParameterLike`), not a concrete
+class: anything with ``.name``, ``.value`` (updated in place) and ``.grad`` can be trained, and
+:class:`nnlayers.Parameter` is one such thing.
+
+Every update runs on the device through ``xp.inplace`` ops of the parameters' arraycore
+namespace: no value is brought to the host during a step (gradient clipping included: its scale
+``min(1, max_norm / (norm + eps))`` stays a 0-d device array). State buffers (momentum, moments)
+are allocated once per parameter at its first update; scratch space is shared by all parameters
+of one shape and dtype.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+import arraycore
+
+from .schedules import LearningRate, describe_lr
+
+Array = Any
+
+
+@runtime_checkable
+class ParameterLike(Protocol):
+    """What an optimiser needs of a parameter.
+
+    - ``name``: unique among the optimiser's parameters (state is exported under it);
+    - ``value``: an arraycore array, updated in place;
+    - ``grad``: an array of the same shape (``None``: no gradient this step, so no update).
+
+    Optional attributes, read when present: ``weight_decay`` (``None`` or absent: the
+    optimiser's own setting), ``lr_multiplier`` (scales the learning rate; ``0.0`` freezes the
+    parameter) and ``trainable`` (``False``: never updated).
+    """
+
+    name: Any
+    value: Any
+    grad: Any
+
+
+class Optimizer:
+    """Base class of the optimisers: parameters, learning rate, weight decay, clipping, state.
+
+    Subclasses declare their state ``slots`` and implement :meth:`_update`, which receives the
+    parameter's value, its effective gradient (already clipped and, for coupled weight decay,
+    decayed), its state buffers and two scratch buffers, and updates the value in place.
+
+    - ``lr``: a float, or a schedule (any callable ``step -> float``, see
+      :mod:`nnlayers.optim.schedules`) called with the number of steps taken before this one.
+    - ``params``: the parameters to update; when omitted, a model supplies them through
+      :meth:`bind`.
+    - ``weight_decay``: the default for parameters whose own ``weight_decay`` is ``None``.
+    - ``clip_norm``: if set, gradients are scaled by ``min(1, clip_norm / (norm + clip_eps))``,
+      where ``norm`` is the global L2 norm of all gradients of the step, computed on the device.
+
+    ``copy.deepcopy`` of an optimiser gives a fresh one with the same settings: no parameters,
+    no state, step 0 (what a GAN needs for its second network).
+    """
+
+    slots: tuple[str, ...] = ()
+    #: Whether ``weight_decay`` is added to the gradient (L2) rather than applied by the subclass.
+    coupled_weight_decay = True
+
+    def __init__(
+        self,
+        lr: LearningRate,
+        *,
+        params: Iterable[ParameterLike] | None = None,
+        weight_decay: float = 0.0,
+        clip_norm: float | None = None,
+        clip_eps: float = 1e-6,
+    ) -> None:
+        _check_lr(type(self).__name__, lr)
+        _check_nonnegative(type(self).__name__, "weight_decay", weight_decay)
+        if clip_norm is not None and not (_is_real(clip_norm) and clip_norm > 0):
+            raise ValueError(
+                f"{type(self).__name__}: clip_norm must be > 0 or None, got {clip_norm!r}"
+            )
+        if not (_is_real(clip_eps) and clip_eps >= 0):
+            raise ValueError(f"{type(self).__name__}: clip_eps must be >= 0, got {clip_eps!r}")
+        self.lr = lr
+        self.weight_decay = float(weight_decay)
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
+        self.clip_eps = float(clip_eps)
+        self.step_count = 0
+        #: The global gradient norm of the last step (a 0-d device array) when clipping is on.
+        self.last_grad_norm: Array | None = None
+        self._own_params = params is not None
+        self._params: list[ParameterLike] = []
+        self._state: dict[int, dict[str, Array]] = {}
+        self._counts: dict[int, int] = {}
+        self._scratch: dict[tuple[int, tuple[int, ...], Any], tuple[Array, Array]] = {}
+        if params is not None:
+            self._set_params(params)
+
+    # -- parameters ---------------------------------------------------------------------------
+    @property
+    def params(self) -> list[ParameterLike]:
+        """The parameters this optimiser updates."""
+        return list(self._params)
+
+    def bind(self, params: Iterable[ParameterLike]) -> None:
+        """Use ``params`` unless the optimiser was made with its own (models call this).
+
+        Rebinding keeps the state of parameters that stay and drops the rest.
+        """
+        if not self._own_params:
+            self._set_params(params)
+
+    def _set_params(self, params: Iterable[ParameterLike]) -> None:
+        found: list[ParameterLike] = []
+        seen: set[int] = set()
+        for p in params:
+            for attr in ("name", "value", "grad"):
+                if not hasattr(p, attr):
+                    raise TypeError(
+                        f"{type(self).__name__}: {p!r} is not a parameter: it has no .{attr} "
+                        f"(a parameter needs .name, .value and .grad)"
+                    )
+            if id(p) not in seen:
+                seen.add(id(p))
+                found.append(p)
+        self._params = found
+        self._state = {k: v for k, v in self._state.items() if k in seen}
+        self._counts = {k: v for k, v in self._counts.items() if k in seen}
+
+    # -- learning rate ------------------------------------------------------------------------
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate the next step will use (the schedule at :attr:`step_count`)."""
+        return self._lr_at(self.step_count)
+
+    def _lr_at(self, step: int) -> float:
+        lr = self.lr
+        value = float(lr(step)) if callable(lr) else float(lr)
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(
+                f"{type(self).__name__}: the learning rate schedule gave {value!r} at step {step}"
+            )
+        return value
+
+    # -- the step ------------------------------------------------------------------------------
+    def step(self) -> None:
+        """Update every parameter that has a gradient, in place, and count one step."""
+        if not self._params:
+            raise RuntimeError(
+                f"{type(self).__name__}: no parameters to update; pass params=... or bind the "
+                f"optimiser to a model"
+            )
+        lr = self._lr_at(self.step_count)
+        active = []
+        for p in self._params:
+            if p.grad is None or not getattr(p, "trainable", True):
+                continue
+            if tuple(p.grad.shape) != tuple(p.value.shape):
+                raise ValueError(
+                    f"{type(self).__name__}: the gradient of {p.name!r} has shape "
+                    f"{tuple(p.grad.shape)}, but its value has shape {tuple(p.value.shape)}"
+                )
+            active.append(p)
+        if not active:
+            self.step_count += 1
+            return
+        xp = arraycore.namespace_of(active[0].value)
+        scales: dict[Any, Array] = {}
+        if self.clip_norm is not None:
+            norm = global_norm([p.grad for p in active], xp=xp, scratch=self._scratch_for(xp))
+            self.last_grad_norm = norm
+            scale = clip_scale(norm, self.clip_norm, self.clip_eps, xp=xp)
+            for p in active:
+                dt = p.grad.dtype
+                if dt not in scales:
+                    scales[dt] = xp.astype(scale, dt, copy=False)
+        for p in active:
+            multiplier = getattr(p, "lr_multiplier", None)
+            multiplier = 1.0 if multiplier is None else float(multiplier)
+            if multiplier == 0.0:
+                continue
+            decay = getattr(p, "weight_decay", None)
+            decay = self.weight_decay if decay is None else float(decay)
+            key = id(p)
+            state = self._state.get(key)
+            if state is None:
+                state = {s: xp.zeros_like(p.value) for s in self.slots}
+                self._state[key] = state
+            count = self._counts.get(key, 0) + 1
+            self._counts[key] = count
+            work, tmp = self._scratch_for(xp)(p.value)
+            grad = p.grad
+            scale = scales.get(grad.dtype)
+            if scale is not None:
+                xp.inplace.multiply(grad, scale, out=work)
+                grad = work
+            if decay and self.coupled_weight_decay:
+                xp.inplace.multiply(p.value, decay, out=tmp)
+                xp.inplace.add(grad, tmp, out=work)
+                grad = work
+            self._update(xp, p.value, grad, state, tmp, lr * multiplier, decay, count)
+        self.step_count += 1
+
+    def _update(
+        self,
+        xp: Any,
+        value: Array,
+        grad: Array,
+        state: dict[str, Array],
+        tmp: Array,
+        lr: float,
+        weight_decay: float,
+        count: int,
+    ) -> None:
+        """Update ``value`` in place. ``grad`` may be a scratch buffer; ``tmp`` is another one
+        (same shape and dtype as ``value``, free to overwrite). ``count`` is the number of
+        updates this parameter has had, this one included."""
+        raise NotImplementedError
+
+    def _scratch_for(self, xp: Any) -> Callable[[Array], tuple[Array, Array]]:
+        cache = self._scratch
+        space = id(xp)
+
+        def get(like: Array) -> tuple[Array, Array]:
+            key = (space, tuple(like.shape), like.dtype)
+            found = cache.get(key)
+            if found is None:
+                found = (xp.zeros_like(like), xp.zeros_like(like))
+                cache[key] = found
+            return found
+
+        return get
+
+    # -- state ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The optimiser's state for a checkpoint: ``{"optimizer": class name, "step": int,
+        "arrays": {"<param name>/<slot>": array}}``.
+
+        Arrays are the live device buffers (copy them to the host to keep them); each
+        parameter's update count is exported as a 0-d int64 array ``"<param name>/step"``.
+        """
+        names = self._names()
+        arrays: dict[str, Array] = {}
+        for p in self._params:
+            state = self._state.get(id(p))
+            if state is None:
+                continue
+            xp = arraycore.namespace_of(p.value)
+            for slot, buf in state.items():
+                arrays[f"{names[id(p)]}/{slot}"] = buf
+            arrays[f"{names[id(p)]}/step"] = xp.asarray(self._counts.get(id(p), 0), dtype=xp.int64)
+        return {"optimizer": type(self).__name__, "step": self.step_count, "arrays": arrays}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` exported (arrays may be host NumPy or device arrays).
+
+        Every entry is checked first (parameter names, slots, shapes, dtypes), so a state that
+        does not fit raises ``ValueError`` and changes nothing. Parameters without entries
+        start fresh.
+        """
+        kind = type(self).__name__
+        if not isinstance(state, Mapping) or "step" not in state or "arrays" not in state:
+            raise ValueError(f"{kind}.load_state_dict: expected a dict with 'step' and 'arrays'")
+        saved_kind = state.get("optimizer", kind)
+        if saved_kind != kind:
+            raise ValueError(f"{kind}.load_state_dict: the state is of a {saved_kind} optimiser")
+        step = state["step"]
+        if isinstance(step, bool) or not isinstance(step, int | np.integer) or step < 0:
+            raise ValueError(f"{kind}.load_state_dict: step must be an int >= 0, got {step!r}")
+        by_name = {n: p for p, n in ((p, self._names()[id(p)]) for p in self._params)}
+        arrays: Mapping[str, Any] = state["arrays"]
+        plan: list[tuple[ParameterLike, str, Any]] = []
+        problems: list[str] = []
+        for key, array in arrays.items():
+            name, _, slot = str(key).rpartition("/")
+            p = by_name.get(name)
+            if p is None:
+                problems.append(f"{key!r}: no parameter named {name!r}")
+                continue
+            if slot != "step" and slot not in self.slots:
+                allowed = ", ".join([*self.slots, "step"])
+                problems.append(f"{key!r}: {kind} has no slot {slot!r} (it has: {allowed})")
+                continue
+            want_shape = () if slot == "step" else tuple(p.value.shape)
+            want_dtype = np.dtype("int64") if slot == "step" else np.dtype(p.value.dtype)
+            shape, dtype = tuple(array.shape), np.dtype(array.dtype)
+            if shape != want_shape or dtype != want_dtype:
+                problems.append(
+                    f"{key!r}: saved {dtype.name}{list(shape)}, expected "
+                    f"{want_dtype.name}{list(want_shape)}"
+                )
+                continue
+            plan.append((p, slot, array))
+        if problems:
+            raise ValueError(f"{kind}.load_state_dict: " + "; ".join(problems))
+        for p, slot, array in plan:
+            xp = arraycore.namespace_of(p.value)
+            if slot == "step":
+                host = (
+                    array
+                    if isinstance(array, np.ndarray)
+                    else arraycore.namespace_of(array).to_numpy(array)
+                )
+                self._counts[id(p)] = int(host)
+                continue
+            bufs = self._state.setdefault(id(p), {s: xp.zeros_like(p.value) for s in self.slots})
+            source = xp.asarray(np.asarray(array)) if isinstance(array, np.ndarray) else array
+            xp.inplace.copy(source, out=bufs[slot])
+        for p in self._params:
+            if id(p) in self._state and id(p) not in self._counts:
+                self._counts[id(p)] = int(step)
+        self.step_count = int(step)
+
+    def _names(self) -> dict[int, str]:
+        names: dict[int, str] = {}
+        seen: dict[str, int] = {}
+        for p in self._params:
+            if not isinstance(p.name, str) or not p.name:
+                raise ValueError(
+                    f"{type(self).__name__}: parameter {p!r} needs a non-empty str name to "
+                    f"export or import optimiser state"
+                )
+            if p.name in seen:
+                raise ValueError(
+                    f"{type(self).__name__}: two parameters are named {p.name!r}; names must "
+                    f"be unique to export or import optimiser state"
+                )
+            seen[p.name] = 1
+            names[id(p)] = p.name
+        return names
+
+    # -- copying and display -------------------------------------------------------------------
+    def __deepcopy__(self, memo: dict[int, Any]) -> Optimizer:
+        fresh = copy.copy(self)
+        fresh.lr = copy.deepcopy(self.lr, memo)
+        fresh._own_params = False
+        fresh._params = []
+        fresh._state = {}
+        fresh._counts = {}
+        fresh._scratch = {}
+        fresh.step_count = 0
+        fresh.last_grad_norm = None
+        return fresh
+
+    def _settings(self) -> list[str]:
+        return []
+
+    def __repr__(self) -> str:
+        parts = [f"lr={describe_lr(self.lr)}", *self._settings()]
+        if self.weight_decay:
+            parts.append(f"weight_decay={self.weight_decay:g}")
+        if self.clip_norm is not None:
+            parts.append(f"clip_norm={self.clip_norm:g}")
+        return f"{type(self).__name__}({', '.join(parts)})"
+
+
+# -- gradient clipping -------------------------------------------------------------------------
+def global_norm(
+    arrays: Sequence[Array],
+    *,
+    xp: Any = None,
+    scratch: Callable[[Array], tuple[Array, Array]] | None = None,
+) -> Array:
+    """The L2 norm of all ``arrays`` taken together, as a 0-d array on their device.
+
+    >>> import arraycore
+    >>> xp = arraycore.namespace("numpy")
+    >>> float(global_norm([xp.asarray([3.0]), xp.asarray([[4.0]])]))
+    5.0
+    """
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("global_norm: needs at least one array")
+    xp = arraycore.namespace_of(*arrays) if xp is None else xp
+    total = None
+    for a in arrays:
+        if scratch is not None:
+            square, _ = scratch(a)
+            xp.inplace.multiply(a, a, out=square)
+        else:
+            square = xp.multiply(a, a)
+        part = xp.sum(square)
+        total = part if total is None else xp.add(total, part)
+    return xp.sqrt(total)
+
+
+def clip_scale(norm: Array, max_norm: float, eps: float = 1e-6, *, xp: Any = None) -> Array:
+    """``min(1, max_norm / (norm + eps))`` as a 0-d device array (no host synchronisation)."""
+    xp = arraycore.namespace_of(norm) if xp is None else xp
+    return xp.minimum(xp.divide(max_norm, xp.add(norm, eps)), 1.0)
+
+
+def clip_grad_norm(params: Iterable[ParameterLike], max_norm: float, eps: float = 1e-6) -> Array:
+    """Scale the gradients of ``params`` so that their global norm is at most ``max_norm``.
+
+    Each ``grad`` is replaced by ``grad * min(1, max_norm / (norm + eps))``, computed on the
+    device. Returns the norm before clipping (a 0-d device array). Optimisers made with
+    ``clip_norm=`` do this themselves without touching ``grad``.
+    """
+    if not (_is_real(max_norm) and max_norm > 0):
+        raise ValueError(f"clip_grad_norm: max_norm must be > 0, got {max_norm!r}")
+    with_grads = [p for p in params if getattr(p, "grad", None) is not None]
+    if not with_grads:
+        raise ValueError("clip_grad_norm: no parameter has a gradient")
+    xp = arraycore.namespace_of(with_grads[0].grad)
+    norm = global_norm([p.grad for p in with_grads], xp=xp)
+    scale = clip_scale(norm, max_norm, eps, xp=xp)
+    for p in with_grads:
+        p.grad = xp.multiply(p.grad, xp.astype(scale, p.grad.dtype, copy=False))
+    return norm
+
+
+# -- argument checks -------------------------------------------------------------------------
+def _is_real(value: Any) -> bool:
+    return (
+        isinstance(value, int | float | np.integer | np.floating)
+        and not isinstance(value, bool)
+        and math.isfinite(float(value))
+    )
+
+
+def _check_lr(owner: str, lr: Any) -> None:
+    if callable(lr):
+        return
+    if not (_is_real(lr) and lr >= 0):
+        raise ValueError(f"{owner}: lr must be a float >= 0 or a schedule, got {lr!r}")
+
+
+def _check_nonnegative(owner: str, name: str, value: Any) -> None:
+    if not (_is_real(value) and value >= 0):
+        raise ValueError(f"{owner}: {name} must be a number >= 0, got {value!r}")
+
+
+def _check_unit(owner: str, name: str, value: Any) -> None:
+    if not (_is_real(value) and 0 <= value < 1):
+        raise ValueError(f"{owner}: {name} must lie in [0, 1), got {value!r}")
+
+
+def _check_positive(owner: str, name: str, value: Any) -> None:
+    if not (_is_real(value) and value > 0):
+        raise ValueError(f"{owner}: {name} must be > 0, got {value!r}")
