@@ -968,13 +968,14 @@ class Namespace:
 
     def _arg_reduce(self, op: str, x: Array, axis: int | None, keepdims: bool) -> Array:
         self._check(op, x)
-        if x.size == 0:
+        ax = None if axis is None else normalize_axes(axis, len(x.shape), op)[0]
+        # Only a zero-size reduced axis is an error: (0, 3) along axis 1 is simply empty.
+        if x.size == 0 and (ax is None or x.shape[ax] == 0):
             raise ValueError(f"{op}: attempt to get {op} of an empty array of shape {x.shape}")
-        if axis is None:
+        if ax is None:
             flat = self._backend.reshape(x, (x.size,))
             result = self._backend.arg_reduce(op, flat, 0, False)
             return self._backend.reshape(result, (1,) * len(x.shape)) if keepdims else result
-        (ax,) = normalize_axes(axis, len(x.shape), op)
         return self._backend.arg_reduce(op, x, ax, keepdims)
 
     def argmax(self, x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
