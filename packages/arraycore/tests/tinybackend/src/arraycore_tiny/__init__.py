@@ -101,7 +101,9 @@ class TinyBackend(Backend):
 
     def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> TinyArray:
         fn = getattr(np, op)
-        return TinyArray(np.asarray(fn(_d(x), axis=axes, keepdims=keepdims)))
+        # NumPy's sum/prod widen small integers; the primitive keeps the input dtype.
+        kwargs = {"dtype": _d(x).dtype} if op in ("sum", "prod") else {}
+        return TinyArray(np.asarray(fn(_d(x), axis=axes, keepdims=keepdims, **kwargs)))
 
     def arg_reduce(self, op: str, x: Array, axis: int, keepdims: bool) -> TinyArray:
         fn = np.argmax if op == "argmax" else np.argmin
