@@ -1,0 +1,396 @@
+"""``Model``: a compiled training graph plus what a user asks of it (gradients, evaluate, predict).
+
+A model is built from expressions: the loss, the placeholders a batch fills (in the order a
+:class:`nnlayers.Feed` yields them), named outputs for prediction and named metrics. It compiles
+the training graph once, at construction, and the prediction graph once, at the first
+``predict``; every later call reuses them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import GraphError
+from ..expr.node import Expr, Placeholder
+from ..graph.graph import Graph
+from ..graph.topo import topological_order
+from ..parameter import Parameter
+
+Batch = Sequence[Any]
+
+
+class Model:
+    """A trainable graph: ``loss`` (first), ``metrics`` computed with it, ``outputs`` to predict.
+
+    ``inputs`` are the placeholders a batch fills, in order (``(images, labels)``); ``outputs``
+    and ``metrics`` map names to expressions. ``optimizer`` (see :mod:`nnlayers.optim`) updates
+    the trainable parameters (:attr:`params`, or only ``wrt``) in :meth:`train_step`;
+    :func:`nnlayers.train.fit` drives it.
+
+    :attr:`params` lists every trainable :class:`nnlayers.Parameter` once (shared ones too) with
+    names made unique; :attr:`buffers` the non-trainable state (batch-norm statistics).
+
+    >>> import numpy as np, nnlayers, nnlayers.expr as ex
+    >>> from nnlayers.layers import Affine
+    >>> x = ex.placeholder((None, 3), name="x")
+    >>> y = ex.placeholder((None, 1), name="y")
+    >>> prediction = Affine(1, seed=0)(x)
+    >>> model = Model(ex.squared_error(prediction, y), inputs=[x, y], outputs=prediction)
+    >>> [p.name for p in model.params]
+    ['affine/weight', 'affine/bias']
+    >>> grads = model.gradients(np.ones((4, 3)), np.zeros((4, 1)))
+    >>> [g.shape for g in grads.values()]
+    [(3, 1), (1,)]
+    >>> model.predict(np.ones((2, 3))).shape
+    (2, 1)
+    """
+
+    def __init__(
+        self,
+        loss: Expr,
+        *,
+        inputs: Sequence[Placeholder],
+        outputs: Expr | Mapping[str, Expr] | None = None,
+        metrics: Mapping[str, Expr] | None = None,
+        optimizer: Any = None,
+        wrt: Sequence[Parameter] | None = None,
+        seed: int = 0,
+        check_finite: bool = False,
+    ) -> None:
+        self.inputs = list(inputs)
+        for p in self.inputs:
+            if not isinstance(p, Placeholder):
+                raise TypeError(f"Model: inputs must be placeholders, got {p!r}")
+        self.loss = loss
+        self.metrics = dict(metrics or {})
+        if isinstance(outputs, Expr):
+            outputs = {"output": outputs}
+        self.outputs: dict[str, Expr] = dict(outputs or {})
+        self.seed = seed
+        self.metric_names = ["loss", *self.metrics]
+        nodes = topological_order([loss, *self.metrics.values(), *self.outputs.values()])
+        self._check_inputs(nodes)
+        everything = _unique(n for n in nodes if isinstance(n, Parameter))
+        unique_names(everything)
+        self.params = [p for p in everything if p.trainable]
+        self.buffers = [p for p in everything if not p.trainable]
+        self.wrt = self.params if wrt is None else list(wrt)
+        wrt_nodes: list[Expr] = list(self.wrt)
+        self.graph = Graph(
+            [loss, *self.metrics.values()], wrt_nodes, seed=seed, check_finite=check_finite
+        )
+        self.xp = self.graph.xp
+        self._feeds: dict[Any, Any] = dict.fromkeys(self.inputs)
+        self._predict_graph: Graph | None = None
+        self._predict_inputs: list[Placeholder] = []
+        self.epoch = 0
+        self.optimizer = optimizer
+
+    def _check_inputs(self, nodes: list[Expr]) -> None:
+        needed = [n for n in topological_order([self.loss, *self.metrics.values()])]
+        missing = [
+            n for n in needed if isinstance(n, Placeholder) and all(n is not p for p in self.inputs)
+        ]
+        if missing:
+            names = ", ".join(n.describe() for n in missing)
+            raise GraphError(f"Model: the loss needs placeholders missing from inputs: {names}")
+        del nodes
+
+    # -- optimiser ------------------------------------------------------------------------------
+    @property
+    def optimizer(self) -> Any:
+        """The optimiser :meth:`train_step` calls (bound to :attr:`params` when set)."""
+        return self._optimizer
+
+    @optimizer.setter
+    def optimizer(self, optimizer: Any) -> None:
+        self._optimizer = optimizer
+        if optimizer is not None:
+            bind_optimizer(optimizer, self.wrt)
+
+    def optimizers(self) -> dict[str, Any]:
+        """Every optimiser by name (saved in checkpoints): ``{"optimizer": ...}`` here."""
+        return {} if self._optimizer is None else {"optimizer": self._optimizer}
+
+    # -- phases ---------------------------------------------------------------------------------
+    def train(self) -> Model:
+        """Train phase (dropout drops, batch norm uses batch statistics); returns ``self``."""
+        self.graph.train()
+        return self
+
+    def eval(self) -> Model:
+        """Eval phase; returns ``self``."""
+        self.graph.eval()
+        return self
+
+    def start_epoch(self, epoch: int) -> None:
+        """Restart the graph's random generator from ``(seed, epoch)``: dropout masks depend
+        only on the seed, the epoch and the step, so a resumed run draws what an uninterrupted
+        one would have."""
+        seed = int(np.random.SeedSequence([self.seed, epoch]).generate_state(1)[0])
+        self.graph.state.rng = self.xp.random.default_rng(seed)
+
+    # -- steps ----------------------------------------------------------------------------------
+    def _fill(self, batch: Batch) -> dict[Any, Any]:
+        feeds = self._feeds
+        if len(batch) < len(self.inputs):
+            raise ValueError(
+                f"Model: a batch of {len(batch)} arrays for {len(self.inputs)} inputs "
+                f"({', '.join(p.describe() for p in self.inputs)})"
+            )
+        for placeholder, value in zip(self.inputs, batch):
+            feeds[placeholder] = value
+        return feeds
+
+    def forward(self, *batch: Any) -> list[Any]:
+        """Loss and metrics (backend scalars) for one batch, keeping what backward needs."""
+        return self.graph.forward(self._fill(batch))  # type: ignore[no-any-return]
+
+    def gradients(self, *batch: Any) -> dict[Parameter, Any]:
+        """Gradients of the loss for one batch (also stored in each parameter's ``grad``)."""
+        self.forward(*batch)
+        return self.graph.backward()  # type: ignore[return-value]
+
+    def train_step(self, batch: Batch) -> list[Any]:
+        """One update: forward, backward, optimiser step. Returns the loss and metrics as backend
+        scalars (nothing is copied to the host)."""
+        values = self.graph.forward(self._fill(batch))
+        self.graph.backward()
+        self._optimizer.step()
+        return values  # type: ignore[no-any-return]
+
+    def test_step(self, batch: Batch) -> list[Any]:
+        """Loss and metrics for one batch without keeping anything for backward."""
+        return self.graph.forward(self._fill(batch), keep_for_backward=False)  # type: ignore[no-any-return]
+
+    # -- evaluation and prediction -------------------------------------------------------------
+    def evaluate(self, data: Any, *more: Any, batch_size: int = 256) -> dict[str, float]:
+        """Mean loss and metrics over ``data`` (a feed, or arrays ``x, y``) in the eval phase.
+
+        The per-batch values stay on the device and come to the host once, at the end.
+        """
+        was_training = self.graph.training
+        self.graph.eval()
+        means = Means(self.xp, self.metric_names)
+        try:
+            for batch in batches(data, more, batch_size):
+                means.add(self.test_step(batch), int(batch[0].shape[0]))
+        finally:
+            if was_training:
+                self.graph.train()
+        result = means.result()
+        if means.count == 0:
+            raise ValueError("evaluate: no examples")
+        return result
+
+    def predict_outputs(self, x: Any, *more: Any, batch_size: int = 256) -> dict[str, np.ndarray]:
+        """Every named output for inputs ``x`` (host arrays), batch by batch, in the eval phase."""
+        graph = self._prediction_graph()
+        feeds: dict[Any, Any] = {}
+        results: list[list[np.ndarray]] = [[] for _ in self.outputs]
+        for batch in batches(x, more, batch_size):
+            for p, v in zip(self._predict_inputs, batch):
+                feeds[p] = v
+            values = graph.forward(feeds, keep_for_backward=False)
+            for store, v in zip(results, values):
+                store.append(np.asarray(self.xp.to_numpy(v)))
+        return {
+            name: np.concatenate(parts) if parts else np.zeros((0,))
+            for name, parts in zip(self.outputs, results)
+        }
+
+    def predict(self, x: Any, *more: Any, batch_size: int = 256) -> np.ndarray:
+        """The (first) output for inputs ``x`` as a host array."""
+        return next(iter(self.predict_outputs(x, *more, batch_size=batch_size).values()))
+
+    def _prediction_graph(self) -> Graph:
+        if self._predict_graph is None:
+            if not self.outputs:
+                raise GraphError("predict: this model has no outputs")
+            outs = list(self.outputs.values())
+            nodes = topological_order(outs)
+            used = [n for n in nodes if isinstance(n, Placeholder)]
+            self._predict_inputs = [p for p in self.inputs if any(p is u for u in used)]
+            extra = [u for u in used if all(u is not p for p in self.inputs)]
+            if extra:
+                names = ", ".join(n.describe() for n in extra)
+                raise GraphError(
+                    f"predict: the outputs need placeholders missing from inputs: {names}"
+                )
+            self._predict_graph = Graph(outs, wrt=[], seed=self.seed, training=False)
+        return self._predict_graph
+
+    # -- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """Host copies of every parameter and buffer by name (for checkpoints)."""
+        return {str(p.name): p.numpy() for p in [*self.params, *self.buffers]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Set every parameter and buffer from ``state``; all names and shapes are checked
+        first, so a mismatch raises ``ValueError`` and changes nothing."""
+        check_state(self.state_dict_spec(), state)
+        for p in [*self.params, *self.buffers]:
+            p.assign(np.asarray(state[p.name]))  # type: ignore[index]
+
+    def state_dict_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Name -> (shape, dtype) of every parameter and buffer."""
+        return {
+            str(p.name): (tuple(int(d or 0) for d in p.shape), p.dtype)
+            for p in [*self.params, *self.buffers]
+        }
+
+    def summary(self) -> str:
+        """A table of the parameters: name, shape, count, and the totals."""
+        rows = [("parameter", "shape", "count")]
+        for p in [*self.params, *self.buffers]:
+            label = p.name if p.trainable else f"{p.name} (state)"
+            rows.append((str(label), str(tuple(p.shape)), f"{p.size:,}"))
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        lines = [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}" for a, b, c in rows]
+        lines.insert(1, "-" * len(lines[0]))
+        total = sum(p.size for p in self.params)
+        lines.append(f"trainable parameters: {total:,}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        count = sum(p.size for p in self.params)
+        return (
+            f"<{type(self).__name__}: {len(self.params)} parameters ({count:,} values), "
+            f"metrics {self.metric_names}, backend {self.xp.name!r}>"
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _unique(params: Iterable[Parameter]) -> list[Parameter]:
+    seen: set[int] = set()
+    out = []
+    for p in params:
+        if id(p) not in seen:
+            seen.add(id(p))
+            out.append(p)
+    return out
+
+
+def unique_names(params: list[Parameter]) -> None:
+    """Give every parameter a unique name, in graph order: unnamed ones become ``param``, and a
+    second layer called ``affine`` becomes ``affine_1`` (its parameters ``affine_1/weight``...).
+
+    Names depend only on the model's structure, so rebuilding a model gives the same names and
+    its checkpoints load.
+    """
+    taken: set[str] = set()
+    renamed_owner: dict[int, str] = {}
+    for p in params:
+        name = p.name or "param"
+        if p.owner is not None and "/" in name:
+            prefix, _, leaf = name.rpartition("/")
+            key = id(p.owner)
+            if key in renamed_owner:
+                name = f"{renamed_owner[key]}/{leaf}"
+            elif name in taken:
+                k = 1
+                while (
+                    any(t.startswith(f"{prefix}_{k}/") for t in taken)
+                    or f"{prefix}_{k}/{leaf}" in taken
+                ):
+                    k += 1
+                renamed_owner[key] = f"{prefix}_{k}"
+                name = f"{prefix}_{k}/{leaf}"
+            else:
+                renamed_owner.setdefault(key, prefix)
+        base, k = name, 1
+        while name in taken:
+            name = f"{base}_{k}"
+            k += 1
+        taken.add(name)
+        p.name = name
+
+
+def check_state(
+    spec: Mapping[str, tuple[tuple[int, ...], np.dtype]], state: Mapping[str, Any]
+) -> None:
+    """Raise ``ValueError`` listing every missing, unexpected or mis-shaped entry."""
+    problems = []
+    for name, (shape, _dtype) in spec.items():
+        if name not in state:
+            problems.append(f"missing {name!r} {shape}")
+        elif tuple(np.shape(state[name])) != shape:
+            problems.append(f"{name!r} has shape {tuple(np.shape(state[name]))}, expected {shape}")
+    problems += [f"unexpected {name!r}" for name in state if name not in spec]
+    if problems:
+        raise ValueError("the saved state does not fit this model: " + "; ".join(problems))
+
+
+class Means:
+    """Example-weighted means of backend scalars, fetched to the host only when asked.
+
+    ``add`` keeps the step's scalars on the device; :meth:`flush` (or :meth:`result`) stacks
+    what is pending into one array per name and copies it to the host in one transfer.
+    """
+
+    def __init__(self, xp: Any, names: Sequence[str]) -> None:
+        self.xp = xp
+        self.names = list(names)
+        self.totals = np.zeros(len(self.names))
+        self.count = 0
+        self._pending: list[list[Any]] = [[] for _ in self.names]
+        self._sizes: list[int] = []
+        self.last: dict[str, float] = {}
+
+    def add(self, values: Sequence[Any], n: int) -> None:
+        """Record one step's scalars for a batch of ``n`` examples (no host transfer)."""
+        for store, value in zip(self._pending, values):
+            store.append(value)
+        self._sizes.append(n)
+
+    def flush(self) -> None:
+        """Bring the pending values to the host, all of them in one transfer."""
+        if not self._sizes:
+            return
+        xp = self.xp
+        sizes = np.asarray(self._sizes, dtype=np.float64)
+        stacked = xp.stack([xp.stack(store) for store in self._pending])
+        values = np.asarray(xp.to_numpy(stacked), dtype=np.float64).reshape(len(self.names), -1)
+        self.totals += values @ sizes
+        self.last = dict(zip(self.names, values[:, -1].tolist()))
+        for store in self._pending:
+            store.clear()
+        self.count += int(sizes.sum())
+        self._sizes.clear()
+
+    @property
+    def pending(self) -> int:
+        """Steps recorded since the last flush."""
+        return len(self._sizes)
+
+    def result(self) -> dict[str, float]:
+        """The means so far, by name."""
+        self.flush()
+        if self.count == 0:
+            return {name: float("nan") for name in self.names}
+        return dict(zip(self.names, (self.totals / self.count).tolist()))
+
+
+def bind_optimizer(optimizer: Any, params: list[Parameter]) -> None:
+    """Give ``optimizer`` the model's parameters unless it was made with its own."""
+    bind = getattr(optimizer, "bind", None)
+    if bind is not None:
+        bind(params)
+
+
+def batches(data: Any, more: Sequence[Any], batch_size: int) -> Iterator[Batch]:
+    """Batches from a feed (any iterable of array tuples), or from arrays sliced in order."""
+    if not more and not isinstance(data, np.ndarray) and not hasattr(data, "shape"):
+        if isinstance(data, tuple | list):
+            arrays = list(data)
+        else:
+            yield from (b if isinstance(b, tuple | list) else (b,) for b in data)
+            return
+    else:
+        arrays = [data, *more]
+    n = int(arrays[0].shape[0])
+    for start in range(0, n, batch_size):
+        yield [a[start : start + batch_size] for a in arrays]
