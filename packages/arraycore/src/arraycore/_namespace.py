@@ -530,7 +530,8 @@ class Namespace:
         self._check_device(device, "asarray")
         if self._is_array(obj):
             self._check("asarray", obj)
-            dt = obj.dtype if dtype is None else self._dtype(dtype, "asarray")
+            # Checked even without dtype=: NumPy's arrays may hold dtypes arraycore lacks.
+            dt = self._dtype(obj.dtype if dtype is None else dtype, "asarray")
             if copy is True or dt != obj.dtype:
                 if copy is False:
                     raise ValueError("asarray: copy=False but a dtype conversion needs a copy")
