@@ -1,0 +1,221 @@
+"""Checkpoints: safetensors files written atomically, read back exactly, corruption detected."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import nnlayers.checkpoint as checkpoint
+from nnlayers.checkpoint import (
+    CheckpointError,
+    load_checkpoint,
+    load_into,
+    restore_into,
+    save_checkpoint,
+)
+
+HOST = {
+    "layer/W": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
+    "layer/b": np.array([1.5, -2.0], dtype=np.float64),
+    "steps": np.array(7, dtype=np.int64),
+    "mask": np.array([True, False, True]),
+    "codes": np.array([1, 2, 255], dtype=np.uint8),
+    "half": np.array([0.5, 2.0], dtype=np.float16),
+    "empty": np.zeros((0, 3), dtype=np.int32),
+}
+META = {"epoch": 4, "loss": 0.125, "name": "run-1", "resumed": True, "digits": "42"}
+
+
+@pytest.fixture
+def host(xp):
+    """``host(array)``: a NumPy copy of a backend array."""
+    return lambda x: np.asarray(xp.to_numpy(x))
+
+
+@pytest.fixture
+def saved(tmp_path):
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, HOST, META)
+    return path
+
+
+def test_round_trip_keeps_values_dtypes_and_metadata_types(saved):
+    tensors, meta = load_checkpoint(saved)
+    assert sorted(tensors) == sorted(HOST)
+    for name, array in HOST.items():
+        assert tensors[name].dtype == array.dtype and tensors[name].shape == array.shape
+        np.testing.assert_array_equal(tensors[name], array)
+    assert meta == META
+    assert type(meta["digits"]) is str and type(meta["epoch"]) is int
+
+
+def test_backend_arrays_are_copied_to_the_host(xp, tmp_path):
+    path = tmp_path / "device.safetensors"
+    save_checkpoint(path, {"w": xp.asarray(np.array([[1.0, 2.0]], dtype=np.float32))})
+    tensors, meta = load_checkpoint(path)
+    assert isinstance(tensors["w"], np.ndarray) and tensors["w"].tolist() == [[1.0, 2.0]]
+    assert meta == {}
+
+
+def test_files_are_standard_safetensors(saved, tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    theirs = safetensors_numpy.load_file(str(saved))
+    for name, array in HOST.items():
+        np.testing.assert_array_equal(theirs[name], array)
+    # ... and files that the safetensors library writes load here (metadata stays str)
+    other = tmp_path / "other.safetensors"
+    safetensors_numpy.save_file({"a": np.ones((2, 2), np.float32)}, str(other), {"k": "v"})
+    tensors, meta = load_checkpoint(other)
+    assert tensors["a"].tolist() == [[1.0, 1.0], [1.0, 1.0]] and meta == {"k": "v"}
+
+
+def test_data_is_aligned(saved):
+    data = saved.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    assert (8 + length) % 8 == 0
+    tensors, _ = load_checkpoint(saved)
+    assert all(a.flags.aligned and a.flags.writeable for a in tensors.values())
+
+
+def test_write_is_atomic_and_leaves_no_temporary_files(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.safetensors"
+    save_checkpoint(path, {"a": np.zeros(3)}, {"v": 1})
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd)))
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(path, {"a": np.ones(3)}, {"v": 2})
+    assert synced, "the temporary file is flushed to disk before the rename"
+    # the old checkpoint is intact and no temporary file is left behind
+    tensors, meta = load_checkpoint(path)
+    assert tensors["a"].tolist() == [0.0, 0.0, 0.0] and meta == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.safetensors"]
+    monkeypatch.undo()
+    save_checkpoint(path, {"a": np.ones(3)}, {"v": 2})
+    assert load_checkpoint(path)[1] == {"v": 2}
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.safetensors"]
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"nope\.safetensors: no such file"):
+        load_checkpoint(tmp_path / "nope.safetensors")
+    with pytest.raises(FileNotFoundError, match="is a folder"):
+        load_checkpoint(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        save_checkpoint(tmp_path / "no" / "such" / "x.safetensors", {})
+
+
+@pytest.mark.parametrize("keep", [0, 5, 8, 20, -1, -17])
+def test_truncated_files_are_errors_naming_the_file(saved, keep):
+    data = saved.read_bytes()
+    saved.write_bytes(data[:keep])
+    with pytest.raises(CheckpointError, match=rf"{saved.name}: (truncated|corrupt)"):
+        load_checkpoint(saved)
+
+
+def test_every_flipped_header_byte_is_detected(saved):
+    data = saved.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    for position in range(8 + length):
+        for mask in (0x01, 0x80):
+            broken = bytearray(data)
+            broken[position] ^= mask
+            saved.write_bytes(bytes(broken))
+            with pytest.raises(CheckpointError, match=saved.name):
+                load_checkpoint(saved)
+
+
+def test_flipped_data_bytes_are_detected(saved):
+    data = bytearray(saved.read_bytes())
+    data[-3] ^= 0x10
+    saved.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="do not match the SHA-256"):
+        load_checkpoint(saved)
+
+
+def test_structural_errors_are_explained(tmp_path):
+    def write(header, data=b""):
+        raw = json.dumps(header).encode()
+        path = tmp_path / "bad.safetensors"
+        path.write_bytes(struct.pack("<Q", len(raw)) + raw + data)
+        return path
+
+    cases = [
+        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"", "truncated"),
+        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 4]}}, b"1234", "needs 8"),
+        ({"a": {"dtype": "Q7", "shape": [1], "data_offsets": [0, 4]}}, b"1234", "unknown dtype"),
+        ({"a": {"dtype": "BF16", "shape": [1], "data_offsets": [0, 2]}}, b"12", "NumPy cannot"),
+        ({"a": {"dtype": "U8", "shape": [-1], "data_offsets": [0, 1]}}, b"1", "bad shape"),
+        ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}}, b"12", "unexpected bytes"),
+        ({"a": {"dtype": "U8", "shape": [1], "data_offsets": [1, 2]}}, b"12", "starts at byte 1"),
+        ([1, 2], b"", "not a JSON object"),
+    ]
+    for header, data, message in cases:
+        with pytest.raises(CheckpointError, match=message):
+            load_checkpoint(write(header, data))
+
+
+def test_bad_arguments_to_save(tmp_path):
+    path = tmp_path / "x.safetensors"
+    with pytest.raises(TypeError, match="'a' is a list"):
+        save_checkpoint(path, {"a": [1, 2]})
+    with pytest.raises(ValueError, match="invalid tensor name"):
+        save_checkpoint(path, {"": np.zeros(1)})
+    with pytest.raises(TypeError, match="metadata 'x' is a dict"):
+        save_checkpoint(path, {}, {"x": {}})
+    with pytest.raises(ValueError, match="invalid metadata key"):
+        save_checkpoint(path, {}, {"nnlayers.sha256": "x"})
+    with pytest.raises(TypeError, match="cannot store"):
+        save_checkpoint(path, {"c": np.zeros(2, dtype=np.complex64)})
+    assert not path.exists()
+
+
+def test_restore_into_validates_everything_first(xp, host, tmp_path):
+    path = tmp_path / "model.safetensors"
+    save_checkpoint(path, {"W": np.ones((3, 2)), "b": np.full(2, 2.0)})
+    W = xp.zeros((3, 2), dtype=xp.float64)
+    b = xp.zeros(2, dtype=xp.float64)
+    metadata = load_into(path, {"W": W, "b": b})
+    assert metadata == {}
+    assert host(W).tolist() == [[1.0, 1.0]] * 3 and host(b).tolist() == [2.0, 2.0]
+
+    save_checkpoint(path, {"W": np.full((3, 2), 5.0), "b": np.zeros(3)})
+    W2 = xp.zeros((3, 2), dtype=xp.float64)
+    b2 = xp.zeros(2, dtype=xp.float64)
+    with pytest.raises(
+        CheckpointError,
+        match=r"model\.safetensors does not fit \(nothing was changed\): 'b' is float64\[3\] "
+        r"in the file but float64\[2\] in the model",
+    ):
+        load_into(path, {"W": W2, "b": b2})
+    assert host(W2).tolist() == [[0.0, 0.0]] * 3  # W fits, but was not written
+
+
+def test_restore_into_reports_missing_unexpected_and_dtype(xp):
+    loaded = {"W": np.ones(2, dtype=np.float32), "extra": np.ones(1)}
+    targets = {"W": xp.zeros(2, dtype=xp.float64), "gone": xp.zeros(1)}
+    with pytest.raises(CheckpointError) as info:
+        restore_into(targets, loaded, "f.safetensors")
+    message = str(info.value)
+    assert "checkpoint f.safetensors" in message
+    assert "'gone' is missing" in message
+    assert "'W' is float32[2] in the file but float64[2] in the model" in message
+    assert "unexpected entries 'extra'" in message
+    targets = {"W": xp.zeros(2, dtype=xp.float32)}
+    restore_into(targets, loaded, strict=False)
+    assert np.asarray(xp.to_numpy(targets["W"])).tolist() == [1.0, 1.0]
+
+
+def test_docstring_example_runs():
+    import doctest
+
+    assert doctest.testmod(checkpoint).failed == 0
