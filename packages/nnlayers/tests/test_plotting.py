@@ -40,7 +40,7 @@ def test_loss_and_accuracy_panels(tmp_path):
 
 def test_works_with_a_history_object_and_chosen_metrics(tmp_path):
     class History:  # the shape of nnlayers.train.History
-        epochs = [5, 6, 7]
+        epochs = (5, 6, 7)
 
         def keys(self):
             return ["loss", "mse"]
@@ -65,7 +65,7 @@ def test_the_process_wide_backend_is_left_alone(tmp_path):
 
 
 def test_errors(tmp_path):
-    with pytest.raises(ValueError, match="no metric 'accuracy'.*it has 'loss'"):
+    with pytest.raises(ValueError, match=r"no metric 'accuracy'.*it has 'loss'"):
         plot_history({"loss": [1.0]}, tmp_path / "x.png", metrics=["accuracy"])
     with pytest.raises(ValueError, match="no metric to plot"):
         plot_history({}, tmp_path / "x.png")
