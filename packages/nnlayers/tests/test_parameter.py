@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import doctest
 import math
 
 import numpy as np
@@ -127,3 +128,8 @@ def test_custom_and_unknown_initialisers() -> None:
     with pytest.raises(ValueError, match="gave shape"):
         Parameter.create((2, 2), lambda shape, rng, dtype: np.zeros(3, dtype))
     assert "fan_avg" in repr(init.get("xavier_normal"))
+
+
+@pytest.mark.parametrize("module", [nnlayers.parameter, nnlayers.init])
+def test_docstring_examples(module) -> None:
+    assert doctest.testmod(module).failed == 0

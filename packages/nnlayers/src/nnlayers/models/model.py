@@ -87,6 +87,7 @@ class Model:
         self._predict_graph: Graph | None = None
         self._predict_inputs: list[Placeholder] = []
         self.epoch = 0
+        self.history: Any = None
         self.optimizer = optimizer
 
     def _check_inputs(self, nodes: list[Expr]) -> None:
@@ -241,6 +242,20 @@ class Model:
             str(p.name): (tuple(int(d or 0) for d in p.shape), p.dtype)
             for p in [*self.params, *self.buffers]
         }
+
+    def save(self, path: Any) -> Any:
+        """Write a checkpoint: parameters, buffers, optimiser state, epoch and history
+        (:func:`nnlayers.train.save`). Returns the path."""
+        from ..train.checkpoints import save
+
+        return save(self, path)
+
+    def restore(self, path: Any, *, weights_only: bool = False) -> Model:
+        """Load a checkpoint written by :meth:`save` (:func:`nnlayers.train.restore`); a file
+        that does not fit raises and changes nothing. Returns ``self``."""
+        from ..train.checkpoints import restore
+
+        return restore(self, path, weights_only=weights_only)  # type: ignore[no-any-return]
 
     def summary(self) -> str:
         """A table of the parameters: name, shape, count, and the totals."""

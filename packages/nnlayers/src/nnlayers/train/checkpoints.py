@@ -1,0 +1,157 @@
+"""Save and resume a training run: parameters, buffers, optimiser state, epoch and history.
+
+One safetensors file (see :mod:`nnlayers.checkpoint`: atomic writes, a checksum, loadable on any
+backend) holds everything a run needs to continue:
+
+- ``model/<parameter name>``: every parameter and buffer (batch-norm statistics);
+- ``optimizer/<name>/<parameter name>/<slot>``: each optimiser's state (``name`` is
+  ``optimizer``, or ``discriminator`` and ``generator`` for a GAN), with its class and step
+  count in the metadata;
+- metadata ``epoch`` (epochs completed), ``history`` (JSON) and ``model`` (the class name).
+
+:func:`restore` checks the whole file against the model before it changes anything, so a file
+that does not fit (another architecture, another optimiser, a corrupt or truncated file) raises
+and leaves the model, its optimisers and its epoch counter as they were.
+
+>>> import numpy as np, os, tempfile
+>>> from nnlayers.layers import Affine
+>>> from nnlayers.models import Regressor
+>>> from nnlayers.optim import Adam
+>>> model = Regressor(Affine(1, seed=0), (2,), optimizer=Adam(0.1))
+>>> _ = model.train_step((np.ones((4, 2), "float32"), np.zeros((4, 1), "float32")))
+>>> model.epoch = 1
+>>> path = save(model, os.path.join(tempfile.mkdtemp(), "run.safetensors"))
+>>> fresh = Regressor(Affine(1, seed=5), (2,), optimizer=Adam(0.1))
+>>> restore(fresh, path).epoch, fresh.optimizer.step_count
+(1, 1)
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..checkpoint import CheckpointError, load_checkpoint, restore_into, save_checkpoint
+from .history import History
+
+_MODEL = "model/"
+_OPTIMIZER = "optimizer/"
+
+
+def save(model: Any, path: str | Path) -> Path:
+    """Write ``model`` (parameters, buffers, optimisers, epoch, history) to ``path``."""
+    tensors: dict[str, Any] = {
+        f"{_MODEL}{p.name}": p.value for p in [*model.params, *model.buffers]
+    }
+    metadata: dict[str, Any] = {"model": type(model).__name__, "epoch": int(model.epoch)}
+    for name, optimizer in model.optimizers().items():
+        state = optimizer.state_dict()
+        metadata[f"optimizer.{name}.class"] = state["optimizer"]
+        metadata[f"optimizer.{name}.step"] = int(state["step"])
+        for key, array in state["arrays"].items():
+            tensors[f"{_OPTIMIZER}{name}/{key}"] = array
+    history = getattr(model, "history", None)
+    if isinstance(history, History):
+        metadata["history"] = history.to_json()
+    return save_checkpoint(path, tensors, metadata)
+
+
+def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
+    """Load ``path`` into ``model``: parameters and buffers, and unless ``weights_only`` also
+    the optimisers' state, the epoch counter and the history. Returns ``model``.
+
+    Raises ``FileNotFoundError`` for a missing file and
+    :class:`nnlayers.checkpoint.CheckpointError` for one that is corrupt or does not fit; in
+    both cases nothing about the model has changed.
+    """
+    tensors, metadata = load_checkpoint(path)
+    weights = {k[len(_MODEL) :]: v for k, v in tensors.items() if k.startswith(_MODEL)}
+    others = [k for k in tensors if not k.startswith((_MODEL, _OPTIMIZER))]
+    if others:
+        raise CheckpointError(
+            f"checkpoint {path} is not a training checkpoint of nnlayers (unexpected entries "
+            f"{', '.join(repr(k) for k in others[:5])})"
+        )
+    targets = {str(p.name): p.value for p in [*model.params, *model.buffers]}
+    _check_weights(targets, weights, path)
+    states: dict[str, dict[str, Any]] = {}
+    if not weights_only:
+        states = _optimizer_states(model, tensors, metadata, path)
+        for name, state in states.items():  # a dry run on a copy: raises before any change
+            trial = copy.deepcopy(model.optimizers()[name])
+            trial.bind(model.optimizers()[name].params)
+            _load(trial, state, name, path)
+        epoch = metadata.get("epoch", 0)
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise CheckpointError(f"checkpoint {path}: bad epoch {epoch!r} in its metadata")
+        history_text = metadata.get("history")
+        history = History.from_json(str(history_text)) if history_text is not None else History()
+    restore_into(targets, weights, path)
+    if not weights_only:
+        for name, state in states.items():
+            _load(model.optimizers()[name], state, name, path)
+        model.epoch = epoch
+        model.history = history
+    return model
+
+
+def _check_weights(targets: dict[str, Any], weights: dict[str, Any], path: Any) -> None:
+    problems = []
+    for name, target in targets.items():
+        if name not in weights:
+            problems.append(f"{name!r} is missing")
+            continue
+        got = (tuple(weights[name].shape), np.dtype(weights[name].dtype))
+        want = (tuple(target.shape), np.dtype(target.dtype))
+        if got != want:
+            problems.append(
+                f"{name!r} is {got[1].name}{list(got[0])} in the file but "
+                f"{want[1].name}{list(want[0])} in the model"
+            )
+    extra = sorted(set(weights) - set(targets))
+    if extra:
+        problems.append("unexpected parameters " + ", ".join(repr(n) for n in extra))
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {path} does not fit this model (nothing was changed): "
+            + "; ".join(problems)
+        )
+
+
+def _optimizer_states(
+    model: Any, tensors: dict[str, Any], metadata: dict[str, Any], path: Any
+) -> dict[str, dict[str, Any]]:
+    optimizers = model.optimizers()
+    saved = {k.split(".")[1] for k in metadata if k.startswith("optimizer.") and k.count(".") >= 2}
+    missing = sorted(set(optimizers) - saved)
+    extra = sorted(saved - set(optimizers))
+    if missing or extra:
+        parts = [f"no state for the model's optimizer {n!r}" for n in missing]
+        parts += [f"state for an optimizer {n!r} the model does not have" for n in extra]
+        raise CheckpointError(
+            f"checkpoint {path} does not fit this model (nothing was changed): "
+            + "; ".join(parts)
+            + " (restore(..., weights_only=True) loads the parameters alone)"
+        )
+    states = {}
+    for name in optimizers:
+        prefix = f"{_OPTIMIZER}{name}/"
+        states[name] = {
+            "optimizer": metadata[f"optimizer.{name}.class"],
+            "step": metadata.get(f"optimizer.{name}.step", 0),
+            "arrays": {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)},
+        }
+    return states
+
+
+def _load(optimizer: Any, state: dict[str, Any], name: str, path: Any) -> None:
+    try:
+        optimizer.load_state_dict(state)
+    except ValueError as exc:
+        raise CheckpointError(
+            f"checkpoint {path}: the state of optimizer {name!r} does not fit (nothing was "
+            f"changed): {exc}"
+        ) from exc

@@ -1,0 +1,152 @@
+"""``fit``: the training loop, with progress, validation, history and callbacks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..models.model import Means, Model
+from .callbacks import Callback, CallbackList
+from .history import History
+from .progress import Progress
+
+
+def fit(
+    model: Model,
+    feed: Iterable[Any],
+    epochs: int = 1,
+    *,
+    validation: Any = None,
+    callbacks: Sequence[Callback] = (),
+    optimizer: Any = None,
+    progress: bool = True,
+    refresh: float = 0.5,
+) -> History:
+    """Train ``model`` on the batches of ``feed`` until ``epochs`` epochs are complete.
+
+    - ``feed`` yields batches (tuples of arrays in the order of ``model.inputs``); a
+      :class:`nnlayers.Feed` reshuffles itself each epoch.
+    - ``epochs`` counts from the start of training: a model restored from a checkpoint at
+      epoch 4 (``model.epoch == 4``) trains epochs 5 to ``epochs``.
+    - ``validation``: a feed, or a tuple of arrays ``(x, y)``, evaluated after every epoch;
+      its metrics enter the history as ``val_loss``, ``val_accuracy``, ...
+    - ``callbacks``: :class:`~nnlayers.train.EarlyStopping`, :class:`~nnlayers.train.Checkpoint`,
+      :class:`~nnlayers.train.PlotCurves` or your own :class:`~nnlayers.train.Callback`.
+    - ``optimizer`` replaces the model's (``model.optimizer``) before training.
+    - ``progress``: a tqdm bar per epoch with examples per second and the running mean of the
+      metrics, brought from the device every ``refresh`` seconds (and at the end of an epoch),
+      never per step.
+
+    Returns the model's :class:`History` (``model.history``), which grows across calls.
+
+    >>> import numpy as np, nnlayers
+    >>> from nnlayers.layers import Affine, Sequential
+    >>> from nnlayers.models import Classifier
+    >>> from nnlayers.optim import SGD
+    >>> x = np.random.default_rng(0).normal(size=(64, 2)).astype("float32")
+    >>> y = (x[:, 0] > 0).astype("int64")
+    >>> model = Classifier(Sequential([Affine(8, activation="tanh"), Affine(2)], seed=0), (2,))
+    >>> history = fit(
+    ...     model,
+    ...     [(x[i : i + 16], y[i : i + 16]) for i in range(0, 64, 16)],
+    ...     epochs=30,
+    ...     optimizer=SGD(0.5),
+    ...     progress=False,
+    ... )
+    >>> len(history), history.last["accuracy"] > 0.9
+    (30, True)
+    """
+    if optimizer is not None:
+        model.optimizer = optimizer
+    if not model.optimizers():
+        raise ValueError(
+            "fit: the model has no optimizer; pass optimizer=nnlayers.optim.Adam(1e-3) (or set "
+            "model.optimizer)"
+        )
+    history = getattr(model, "history", None)
+    if not isinstance(history, History):
+        history = History()
+        model.history = history
+    state = TrainingState(model, history, epochs)
+    hooks = CallbackList(callbacks, state)
+    hooks.on_train_begin()
+    if model.history is not history and isinstance(model.history, History):
+        history = state.history = model.history  # a checkpoint restored the run's own history
+    total = _examples_per_epoch(feed)
+    try:
+        while model.epoch < epochs and not state.stop:
+            epoch = model.epoch + 1
+            model.start_epoch(epoch)
+            set_epoch = getattr(feed, "set_epoch", None)
+            if set_epoch is not None:
+                set_epoch(epoch)
+            hooks.on_epoch_begin(epoch)
+            logs = _run_epoch(model, feed, epoch, epochs, total, progress, refresh, validation)
+            model.epoch = epoch
+            history.append({"epoch": epoch, **logs})
+            hooks.on_epoch_end(epoch, logs)
+    finally:
+        model.train()
+        hooks.on_train_end()
+    return history
+
+
+def _run_epoch(
+    model: Model,
+    feed: Iterable[Any],
+    epoch: int,
+    epochs: int,
+    total: int | None,
+    progress: bool,
+    refresh: float,
+    validation: Any,
+) -> dict[str, float]:
+    model.train()
+    means = Means(model.xp, model.metric_names)
+    bar = Progress(epoch, epochs, total, enabled=progress, refresh=refresh)
+    step, add, update, due = model.train_step, means.add, bar.update, bar.due
+    logs: dict[str, float] = {}
+    start = time.perf_counter()
+    try:
+        for batch in feed:
+            n = int(batch[0].shape[0])
+            add(step(batch), n)
+            update(n)
+            if due():
+                bar.show(means.result())
+        logs = means.result()
+        seconds = time.perf_counter() - start
+        logs["time"] = seconds
+        logs["examples_per_second"] = means.count / seconds if seconds > 0 else float("nan")
+        if validation is not None:
+            scores = (
+                model.evaluate(*validation)
+                if isinstance(validation, tuple)
+                else model.evaluate(validation)
+            )
+            logs.update({f"val_{k}": v for k, v in scores.items()})
+    finally:
+        bar.close(logs)
+    return logs
+
+
+def _examples_per_epoch(feed: Any) -> int | None:
+    """Examples in one pass over ``feed`` (for the bar's total), or ``None`` if unknown."""
+    for name in ("examples_per_epoch", "num_examples"):
+        value = getattr(feed, name, None)
+        if isinstance(value, int):
+            return value
+    if isinstance(feed, list | tuple):
+        return sum(int(batch[0].shape[0]) for batch in feed)
+    return None
+
+
+class TrainingState:
+    """What callbacks see of a run: the model, its history, the target epoch and ``stop``."""
+
+    def __init__(self, model: Model, history: History, epochs: int) -> None:
+        self.model = model
+        self.history = history
+        self.epochs = epochs
+        self.stop = False

@@ -1,0 +1,155 @@
+"""Checkpoints: round trips, bad files that change nothing, and resuming as if never stopped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nnlayers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nnlayers.layers import Affine, BatchNorm, Dropout, Sequential
+from nnlayers.models import GAN, Classifier
+from nnlayers.optim import SGD, Adam
+from nnlayers.train import Checkpoint, fit, restore, save
+
+
+def _data(n=96, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, size=n)
+    x = (rng.normal(size=(n, 4)) + np.eye(3, 4)[y] * 2.0).astype(np.float32)
+    return x, y.astype(np.int64)
+
+
+class Shuffled:
+    """A feed that reshuffles each epoch from (seed, epoch), as nnlayers.Feed does."""
+
+    def __init__(self, x, y, batch=16, seed=0):
+        self.x, self.y, self.batch, self.seed, self.epoch = x, y, batch, seed, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.x))
+        for i in range(0, len(order), self.batch):
+            yield self.x[order[i : i + self.batch]], self.y[order[i : i + self.batch]]
+
+
+def _model(seed=0, optimizer=None, width=8):
+    net = Sequential(
+        [Affine(width, activation="relu"), BatchNorm(), Dropout(0.2), Affine(3)], seed=seed
+    )
+    return Classifier(net, (4,), optimizer=optimizer or Adam(0.01))
+
+
+def _values(model):
+    return [p.numpy() for p in [*model.params, *model.buffers]]
+
+
+def test_round_trip_restores_weights_optimizer_epoch_and_history(tmp_path) -> None:
+    x, y = _data()
+    model = _model()
+    fit(model, Shuffled(x, y), epochs=2, progress=False)
+    path = model.save(tmp_path / "run.safetensors")
+    tensors, meta = load_checkpoint(path)
+    assert meta["epoch"] == 2 and meta["model"] == "Classifier"
+    assert "model/affine/weight" in tensors and "optimizer/optimizer/affine/weight/m" in tensors
+    other = _model(seed=1)
+    other.restore(path)
+    for a, b in zip(_values(model), _values(other)):
+        np.testing.assert_array_equal(a, b)
+    assert other.epoch == 2 and other.history.records == model.history.records
+    assert other.optimizer.step_count == model.optimizer.step_count == 12
+    state, again = model.optimizer.state_dict(), other.optimizer.state_dict()
+    for key, value in state["arrays"].items():
+        np.testing.assert_array_equal(
+            model.xp.to_numpy(value), other.xp.to_numpy(again["arrays"][key])
+        )
+
+
+def test_resume_gives_the_parameters_of_an_uninterrupted_run(tmp_path) -> None:
+    x, y = _data()
+    straight = _model()
+    fit(straight, Shuffled(x, y), epochs=4, progress=False)
+
+    path = tmp_path / "run.safetensors"
+    first = _model()
+    fit(first, Shuffled(x, y), epochs=2, callbacks=[Checkpoint(path)], progress=False)
+    resumed = _model(seed=9)  # another start: everything comes from the file
+    checkpoint = Checkpoint(path, resume=True)
+    history = fit(resumed, Shuffled(x, y), epochs=4, callbacks=[checkpoint], progress=False)
+    assert checkpoint.resumed_from == 2 and checkpoint.saved == [3, 4]
+    assert history.epochs == [1, 2, 3, 4]
+    for a, b in zip(_values(straight), _values(resumed)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(history["loss"], straight.history["loss"], rtol=1e-6)
+
+
+def test_a_mismatched_file_leaves_the_model_unchanged(tmp_path) -> None:
+    x, y = _data()
+    small = _model()
+    fit(small, Shuffled(x, y), epochs=1, progress=False)
+    path = small.save(tmp_path / "small.safetensors")
+    wider = _model(width=16)
+    fit(wider, Shuffled(x, y), epochs=1, progress=False)
+    before, step = _values(wider), wider.optimizer.step_count
+    with pytest.raises(CheckpointError, match=r"'affine/weight' is float32\[4, 8\] in the file"):
+        wider.restore(path)
+    other_optimizer = _model(optimizer=SGD(0.1, momentum=0.9))
+    with pytest.raises(CheckpointError, match="optimizer 'optimizer' does not fit"):
+        other_optimizer.restore(path)
+    for model in (wider, other_optimizer):
+        assert model.epoch == (1 if model is wider else 0)
+    for a, b in zip(before, _values(wider)):
+        np.testing.assert_array_equal(a, b)
+    assert wider.optimizer.step_count == step
+    other_optimizer.restore(path, weights_only=True)  # the weights alone do fit
+    assert other_optimizer.epoch == 0
+
+
+def test_bad_files_raise_clear_errors_and_change_nothing(tmp_path) -> None:
+    model = _model()
+    before = _values(model)
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        restore(model, tmp_path / "absent.safetensors")
+    path = save(model, tmp_path / "ok.safetensors")
+    data = path.read_bytes()
+    (tmp_path / "cut.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="truncated"):
+        restore(model, tmp_path / "cut.safetensors")
+    flipped = bytearray(data)
+    flipped[-3] ^= 0xFF
+    (tmp_path / "flip.safetensors").write_bytes(bytes(flipped))
+    with pytest.raises(CheckpointError, match="SHA-256"):
+        restore(model, tmp_path / "flip.safetensors")
+    save_checkpoint(tmp_path / "other.safetensors", {"weights": np.zeros(3)})
+    with pytest.raises(CheckpointError, match="not a training checkpoint"):
+        restore(model, tmp_path / "other.safetensors")
+    for a, b in zip(before, _values(model)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_gan_saves_and_restores_both_optimizers(tmp_path) -> None:
+    def gan(seed):
+        return GAN(
+            Affine(1, seed=seed), Affine(1, seed=seed + 1), (1,), noise_dim=2,
+            optimizer=Adam(0.01),
+        )  # fmt: skip
+
+    a = gan(0)
+    a.train_step((np.ones((8, 1), np.float32),))
+    b = gan(5)
+    b.restore(a.save(tmp_path / "gan.safetensors"))
+    assert b.optimizers()["generator"].step_count == 1
+    for p, q in zip(a.params, b.params):
+        np.testing.assert_array_equal(p.numpy(), q.numpy())
+
+
+def test_checkpoint_callback_every_and_best_only(tmp_path) -> None:
+    x, y = _data()
+    every = Checkpoint(tmp_path / "every.safetensors", every=2)
+    best = Checkpoint(tmp_path / "best.safetensors", monitor="loss", save_best_only=True)
+    fit(_model(), Shuffled(x, y), epochs=5, callbacks=[every, best], progress=False)
+    assert every.saved == [2, 4, 5]
+    assert best.saved == sorted(best.saved) and best.saved[0] == 1
+    with pytest.raises(ValueError, match="needs a monitor"):
+        Checkpoint(tmp_path / "x.safetensors", save_best_only=True)

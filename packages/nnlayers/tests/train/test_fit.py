@@ -1,0 +1,123 @@
+"""fit: epochs, history, validation, progress bar, host transfers only when shown, resuming."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nnlayers
+from nnlayers.layers import Affine, Sequential
+from nnlayers.models import Classifier, Regressor
+from nnlayers.optim import SGD, Adam
+from nnlayers.train import fit
+
+
+def _blobs(n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, size=n)
+    x = (rng.normal(size=(n, 2)) + 2.0 * y[:, None] - 1.0).astype(np.float32)
+    return x, y.astype(np.int64)
+
+
+def _batches(x, y, size=16):
+    return [(x[i : i + size], y[i : i + size]) for i in range(0, len(x), size)]
+
+
+def _classifier(**options):
+    net = Sequential([Affine(8, activation="tanh"), Affine(2)], seed=0)
+    return Classifier(net, (2,), **options)
+
+
+def test_fit_records_history_with_validation() -> None:
+    x, y = _blobs()
+    model = _classifier()
+    history = fit(
+        model, _batches(x, y), epochs=5, optimizer=Adam(0.05), validation=_blobs(32, 1),
+        progress=False,
+    )  # fmt: skip
+    assert model.history is history and model.epoch == 5 and history.epochs == [1, 2, 3, 4, 5]
+    assert history.keys() == [
+        "loss", "accuracy", "time", "examples_per_second", "val_loss", "val_accuracy",
+    ]  # fmt: skip
+    assert history["loss"][-1] < history["loss"][0]
+    assert history.last["val_accuracy"] > 0.9
+    assert history.last["examples_per_second"] > 0
+    # The epoch's mean loss is weighted by batch size (16, 16, 16, 16 here).
+    fit(model, [(x[:10], y[:10]), (x[10:40], y[10:40])], epochs=6, progress=False)
+    assert model.epoch == 6 and len(history) == 6
+
+
+def test_fit_continues_to_the_epoch_count_and_needs_an_optimizer() -> None:
+    x, y = _blobs()
+    model = _classifier()
+    with pytest.raises(ValueError, match="has no optimizer"):
+        fit(model, _batches(x, y), epochs=1)
+    fit(model, _batches(x, y), epochs=2, optimizer=SGD(0.1), progress=False)
+    fit(model, _batches(x, y), epochs=2, progress=False)  # already there: nothing to do
+    assert model.epoch == 2 and len(model.history) == 2
+    fit(model, _batches(x, y), epochs=3, progress=False)
+    assert model.history.epochs == [1, 2, 3]
+
+
+def test_metrics_come_to_the_host_once_per_epoch_without_a_bar(monkeypatch) -> None:
+    x, y = _blobs()
+    model = _classifier(optimizer=SGD(0.1))
+    calls = []
+    to_numpy = model.xp.to_numpy
+    monkeypatch.setattr(model.xp, "to_numpy", lambda a: calls.append(a.shape) or to_numpy(a))
+    fit(model, _batches(x, y, 8), epochs=3, progress=False)
+    assert calls == [(2, 8)] * 3  # one (metrics, steps) array per epoch
+
+
+def test_the_progress_bar_shows_loss_and_throughput(capsys, monkeypatch) -> None:
+    x, y = _blobs()
+    model = _classifier(optimizer=SGD(0.1))
+    calls = []
+    to_numpy = model.xp.to_numpy
+    monkeypatch.setattr(model.xp, "to_numpy", lambda a: calls.append(a.shape) or to_numpy(a))
+    fit(model, _batches(x, y, 8), epochs=1, refresh=0.0)
+    err = capsys.readouterr().err
+    assert "epoch 1/1" in err and "ex/s" in err and "loss=" in err and "accuracy=" in err
+    assert "64/64" in err
+    assert len(calls) == 8  # refresh=0: shown after each of the 8 steps; nothing left at the end
+
+
+def test_a_feed_with_set_epoch_hears_the_epoch() -> None:
+    x, y = _blobs()
+
+    class Feed:
+        def __init__(self):
+            self.epochs = []
+
+        def set_epoch(self, epoch):
+            self.epochs.append(epoch)
+
+        def __iter__(self):
+            return iter(_batches(x, y))
+
+    feed = Feed()
+    fit(_classifier(optimizer=SGD(0.1)), feed, epochs=3, progress=False)
+    assert feed.epochs == [1, 2, 3]
+
+
+def test_a_regressor_trains_with_fit() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 3)).astype(np.float32)
+    y = (x @ np.array([[1.0], [-1.0], [2.0]], np.float32)).astype(np.float32)
+    model = Regressor(Affine(1, seed=0), (3,))
+    history = fit(model, _batches(x, y, 32), epochs=20, optimizer=SGD(0.05, momentum=0.9),
+                  progress=False)  # fmt: skip
+    assert history.last["loss"] < 1e-2 < history["loss"][0]
+
+
+def test_identical_runs_give_identical_parameters() -> None:
+    x, y = _blobs()
+
+    def run():
+        net = Sequential([Affine(8, activation="relu"), nnlayers.Dropout(0.3), Affine(2)], seed=0)
+        model = Classifier(net, (2,), optimizer=Adam(0.01))
+        fit(model, _batches(x, y), epochs=3, progress=False)
+        return [p.numpy() for p in model.params]
+
+    for a, b in zip(run(), run()):
+        np.testing.assert_array_equal(a, b)
