@@ -1105,7 +1105,12 @@ class Namespace:
         if x1.shape[axis] != x2.shape[axis]:
             raise ValueError(f"vecdot: axis {axis} of {x1.shape} and {x2.shape} differ")
         prod = self.multiply(x1, x2)
-        return self.sum(prod, axis=axis if axis < 0 else axis - len(x1.shape) + len(prod.shape))
+        # dtype=: the standard's result dtype is the promoted one; sum would widen small ints.
+        return self.sum(
+            prod,
+            axis=axis if axis < 0 else axis - len(x1.shape) + len(prod.shape),
+            dtype=prod.dtype,
+        )
 
     # -- manipulation -----------------------------------------------------------------------------
     def reshape(self, x: Array, /, shape: Any, *, copy: bool | None = None) -> Array:
