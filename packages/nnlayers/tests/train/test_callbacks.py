@@ -77,3 +77,18 @@ def test_early_stopping_min_delta_and_mode() -> None:
     assert stop.mode == "max" and "patience=1" in repr(stop)
     with pytest.raises(ValueError, match="patience"):
         EarlyStopping(patience=-1)
+
+
+def test_plot_curves_writes_a_png_each_epoch(tmp_path) -> None:
+    from nnlayers.models import Classifier
+    from nnlayers.train import PlotCurves
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(32, 2)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    model = Classifier(Affine(2, seed=0), (2,), optimizer=SGD(0.1))
+    path = tmp_path / "curves.png"
+    plot = PlotCurves(path)
+    fit(model, [(x, y)], epochs=2, validation=(x, y), callbacks=[plot], progress=False)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "curves.png" in repr(plot)
