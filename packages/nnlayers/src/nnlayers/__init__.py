@@ -11,8 +11,9 @@
 [(2, 2)]
 """
 
-from . import expr, init, layers, ops
+from . import checkpoint, expr, init, layers, models, ops, optim, plotting, train
 from .errors import FeedError, GraphError, NNLayersError, NonFiniteError, ShapeError
+from .feeds import Feed, StreamFeed
 from .graph import Graph, compile
 from .init import seed
 from .layers import (
@@ -32,7 +33,9 @@ from .layers import (
     Pool2D,
     Sequential,
 )
+from .models import GAN, VAE, Classifier, Model, Regressor
 from .parameter import Parameter
+from .train import History, fit
 
 __version__ = "0.1.0"
 
@@ -43,4 +46,7 @@ __all__ = [
     "GRU", "LSTM", "RNN", "Affine", "BatchNorm", "Conv2D", "Conv2DTranspose", "Dropout",
     "Embedding", "Flatten", "Layer", "LayerNorm", "Linear", "Pool2D", "Sequential", "init",
     "layers", "seed",
+    # data, models and training
+    "GAN", "VAE", "Classifier", "Feed", "History", "Model", "Regressor", "StreamFeed",
+    "checkpoint", "fit", "models", "optim", "plotting", "train",
 ]  # fmt: skip

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from nnlayers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+from nnlayers.feeds import Feed
 from nnlayers.layers import Affine, BatchNorm, Dropout, Sequential
 from nnlayers.models import GAN, Classifier
 from nnlayers.optim import SGD, Adam
@@ -19,19 +20,9 @@ def _data(n=96, seed=0):
     return x, y.astype(np.int64)
 
 
-class Shuffled:
-    """A feed that reshuffles each epoch from (seed, epoch), as nnlayers.Feed does."""
-
-    def __init__(self, x, y, batch=16, seed=0):
-        self.x, self.y, self.batch, self.seed, self.epoch = x, y, batch, seed, 0
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
-
-    def __iter__(self):
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.x))
-        for i in range(0, len(order), self.batch):
-            yield self.x[order[i : i + self.batch]], self.y[order[i : i + self.batch]]
+def Shuffled(x, y):  # noqa: N802 - reads like the class it stands for
+    """Reshuffled each epoch from (seed, epoch) only: resumable."""
+    return Feed(x, y, batch_size=16, seed=0)
 
 
 def _model(seed=0, optimizer=None, width=8):

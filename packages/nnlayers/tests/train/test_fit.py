@@ -121,3 +121,13 @@ def test_identical_runs_give_identical_parameters() -> None:
 
     for a, b in zip(run(), run()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_fit_with_a_feed_shows_its_size_and_sets_its_epoch(capsys) -> None:
+    x, y = _blobs(100)
+    feed = nnlayers.Feed(x, y, batch_size=32, seed=3)
+    model = _classifier(optimizer=Adam(0.05))
+    history = nnlayers.fit(model, feed, epochs=3, validation=nnlayers.Feed(x, y, shuffle=False))
+    err = capsys.readouterr().err
+    assert "100/100" in err and "epoch 3/3" in err and "val_accuracy=" in err
+    assert feed.epoch == 4 and history.last["accuracy"] > 0.8
