@@ -36,6 +36,29 @@ def _inplace(name: str) -> Any:
     return method
 
 
+def _logical(name: str, symbol: str, reflected: bool = False, inplace: bool = False) -> Any:
+    """``&``/``|`` on bool arrays: arraycore has no bitwise functions, so ints are refused."""
+
+    def method(self: ArrayBase, other: Any) -> Any:
+        other_is_bool = isinstance(other, bool | np.bool_) or (
+            getattr(other, "dtype", None) == np.bool_
+        )
+        if self.dtype != np.bool_ or not other_is_bool:
+            raise TypeError(
+                f"{symbol} is only supported between bool arrays (or Python bools) in arraycore, "
+                f"got {self.dtype} and {getattr(other, 'dtype', type(other).__name__)}"
+            )
+        xp = _ns(self)
+        if inplace:
+            getattr(xp.inplace, name)(self, other, out=self)
+            return self
+        return getattr(xp, name)(other, self) if reflected else getattr(xp, name)(self, other)
+
+    prefix = "i" if inplace else "r" if reflected else ""
+    method.__name__ = f"__{prefix}{name.removeprefix('logical_')}__"
+    return method
+
+
 class ArrayBase:
     """Mixin for backend array classes: everything the standard asks of an array object."""
 
@@ -116,8 +139,12 @@ class ArrayBase:
     __rpow__ = _binary("pow", reflected=True)
     __matmul__ = _binary("matmul")
     __rmatmul__ = _binary("matmul", reflected=True)
-    __and__ = _binary("logical_and")
-    __or__ = _binary("logical_or")
+    __and__ = _logical("logical_and", "&")
+    __rand__ = _logical("logical_and", "&", reflected=True)
+    __iand__ = _logical("logical_and", "&", inplace=True)
+    __or__ = _logical("logical_or", "|")
+    __ror__ = _logical("logical_or", "|", reflected=True)
+    __ior__ = _logical("logical_or", "|", inplace=True)
     __lt__ = _binary("less")
     __le__ = _binary("less_equal")
     __gt__ = _binary("greater")
@@ -128,6 +155,9 @@ class ArrayBase:
     __isub__ = _inplace("subtract")
     __imul__ = _inplace("multiply")
     __itruediv__ = _inplace("divide")
+    __ifloordiv__ = _inplace("floor_divide")
+    __imod__ = _inplace("remainder")
+    __ipow__ = _inplace("pow")
     __hash__ = None  # type: ignore[assignment]
 
     def _scalar(self, kind: type) -> Any:
