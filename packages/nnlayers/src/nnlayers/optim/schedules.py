@@ -63,6 +63,7 @@ class Constant(Schedule):
         self.lr = _rate("Constant", "lr", lr)
 
     def value(self, step: int) -> float:
+        """The rate at ``step``."""
         return self.lr
 
 
@@ -79,6 +80,7 @@ class StepDecay(Schedule):
         self.gamma = _rate("StepDecay", "gamma", gamma)
 
     def value(self, step: int) -> float:
+        """The rate at ``step``."""
         return self.lr * self.gamma ** (step // self.step_size)
 
 
@@ -98,6 +100,7 @@ class ExponentialDecay(Schedule):
         self.staircase = bool(staircase)
 
     def value(self, step: int) -> float:
+        """The rate at ``step``."""
         exponent = step / self.decay_steps
         if self.staircase:
             exponent = math.floor(exponent)
@@ -121,6 +124,7 @@ class CosineDecay(Schedule):
             raise ValueError(f"CosineDecay: min_lr {min_lr} is above lr {lr}")
 
     def value(self, step: int) -> float:
+        """The rate at ``step``."""
         if step >= self.total_steps:
             return self.min_lr
         cosine = (1.0 + math.cos(math.pi * step / self.total_steps)) / 2.0
@@ -150,6 +154,7 @@ class Warmup(Schedule):
         self.start_factor = float(start_factor)
 
     def value(self, step: int) -> float:
+        """The rate at ``step``."""
         if step >= self.warmup_steps:
             return float(self.schedule(step - self.warmup_steps))
         target = float(self.schedule(0))
