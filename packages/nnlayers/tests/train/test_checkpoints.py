@@ -144,3 +144,14 @@ def test_checkpoint_callback_every_and_best_only(tmp_path) -> None:
     assert best.saved == sorted(best.saved) and best.saved[0] == 1
     with pytest.raises(ValueError, match="needs a monitor"):
         Checkpoint(tmp_path / "x.safetensors", save_best_only=True)
+
+
+def test_a_model_without_an_optimizer_loads_a_training_checkpoint(tmp_path) -> None:
+    x, y = _data()
+    trained = _model()
+    fit(trained, Shuffled(x, y), epochs=1, progress=False)
+    path = trained.save(tmp_path / "run.safetensors")
+    net = Sequential([Affine(8, activation="relu"), BatchNorm(), Dropout(0.2), Affine(3)], seed=4)
+    for_prediction = Classifier(net, (4,)).restore(path)
+    np.testing.assert_array_equal(for_prediction.predict(x), trained.predict(x))
+    assert for_prediction.epoch == 1

@@ -63,6 +63,10 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
     """Load ``path`` into ``model``: parameters and buffers, and unless ``weights_only`` also
     the optimisers' state, the epoch counter and the history. Returns ``model``.
 
+    The state of optimisers the model does not have is ignored (a model without an optimiser
+    loads a training checkpoint for prediction); a model optimiser without saved state is an
+    error, since training could not resume as it was.
+
     Raises ``FileNotFoundError`` for a missing file and
     :class:`nnlayers.checkpoint.CheckpointError` for one that is corrupt or does not fit; in
     both cases nothing about the model has changed.
@@ -127,14 +131,11 @@ def _optimizer_states(
     optimizers = model.optimizers()
     saved = {k.split(".")[1] for k in metadata if k.startswith("optimizer.") and k.count(".") >= 2}
     missing = sorted(set(optimizers) - saved)
-    extra = sorted(saved - set(optimizers))
-    if missing or extra:
-        parts = [f"no state for the model's optimizer {n!r}" for n in missing]
-        parts += [f"state for an optimizer {n!r} the model does not have" for n in extra]
+    if missing:
         raise CheckpointError(
-            f"checkpoint {path} does not fit this model (nothing was changed): "
-            + "; ".join(parts)
-            + " (restore(..., weights_only=True) loads the parameters alone)"
+            f"checkpoint {path} does not fit this model (nothing was changed): no state for "
+            f"the model's optimizer {', '.join(map(repr, missing))} "
+            "(restore(..., weights_only=True) loads the parameters alone)"
         )
     states = {}
     for name in optimizers:
