@@ -89,6 +89,8 @@ def test_plot_curves_writes_a_png_each_epoch(tmp_path) -> None:
     model = Classifier(Affine(2, seed=0), (2,), optimizer=SGD(0.1))
     path = tmp_path / "curves.png"
     plot = PlotCurves(path)
-    fit(model, [(x, y)], epochs=2, validation=(x, y), callbacks=[plot], progress=False)
+    rarely = PlotCurves(tmp_path / "rarely.png", ["accuracy"], every=5)
+    fit(model, [(x, y)], epochs=2, validation=(x, y), callbacks=[plot, rarely], progress=False)
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "rarely.png").is_file()  # drawn once, at the end
     assert "curves.png" in repr(plot)

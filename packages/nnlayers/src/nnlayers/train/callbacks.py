@@ -207,17 +207,30 @@ class Checkpoint(Callback):
 
 
 class PlotCurves(Callback):
-    """Save the loss and accuracy curves (training and validation) as a PNG after every epoch.
+    """Save the loss and accuracy curves (training and validation) as a PNG after each epoch.
 
-    ``metrics`` picks the panels (default: ``loss`` and, when tracked, ``accuracy``).
-    Needs matplotlib.
+    ``metrics`` picks the panels (default: ``loss`` and, when tracked, ``accuracy``); with
+    ``every=k`` it draws every ``k`` epochs and once more at the end. Needs matplotlib
+    (``pip install "nnlayers[plot]"``).
     """
 
-    def __init__(self, path: str | Path, metrics: Sequence[str] | None = None) -> None:
+    def __init__(
+        self, path: str | Path, metrics: Sequence[str] | None = None, *, every: int = 1
+    ) -> None:
         self.path = Path(path)
         self.metrics = list(metrics) if metrics is not None else None
+        self.every = max(1, int(every))
+        self._drawn = 0
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
+        if epoch % self.every == 0:
+            self._draw()
+
+    def on_train_end(self) -> None:
+        if len(self.history) and self._drawn != len(self.history):
+            self._draw()
+
+    def _draw(self) -> None:
         from ..plotting import plot_history
 
         names = self.metrics
@@ -225,6 +238,7 @@ class PlotCurves(Callback):
             names = [m for m in ("loss", "accuracy") if m in self.history]
             names = names or [k for k in self.history.keys() if not _bookkeeping(k)][:2]  # noqa: SIM118
         plot_history(self.history, self.path, metrics=names)
+        self._drawn = len(self.history)
 
     def __repr__(self) -> str:
         return f"PlotCurves({str(self.path)!r})"
