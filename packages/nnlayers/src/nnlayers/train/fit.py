@@ -21,7 +21,7 @@ def fit(
     callbacks: Sequence[Callback] = (),
     optimizer: Any = None,
     progress: bool = True,
-    refresh: float = 0.5,
+    refresh: float | None = None,
 ) -> History:
     """Train ``model`` on the batches of ``feed`` until ``epochs`` epochs are complete.
 
@@ -35,8 +35,8 @@ def fit(
       :class:`~nnlayers.train.PlotCurves` or your own :class:`~nnlayers.train.Callback`.
     - ``optimizer`` replaces the model's (``model.optimizer``) before training.
     - ``progress``: a tqdm bar per epoch with examples per second and the running mean of the
-      metrics, brought from the device every ``refresh`` seconds (and at the end of an epoch),
-      never per step.
+      metrics, brought from the device every ``refresh`` seconds (default: 0.5 on a terminal,
+      30 in a log file) and at the end of an epoch, never per step.
 
     Returns the model's :class:`History` (``model.history``), which grows across calls.
 
@@ -99,7 +99,7 @@ def _run_epoch(
     epochs: int,
     total: int | None,
     progress: bool,
-    refresh: float,
+    refresh: float | None,
     validation: Any,
 ) -> dict[str, float]:
     model.train()

@@ -33,6 +33,9 @@ def format_rate(rate: float) -> str:
 class Progress:
     """One epoch's bar: ``update(n)`` after each batch, ``due()`` says when to ``show`` metrics.
 
+    ``refresh`` is the time between metric updates: by default 0.5 s on a terminal and 30 s
+    when the output goes to a file or a CI log.
+
     Without tqdm installed, or with ``enabled=False``, it prints one line per epoch at most.
     """
 
@@ -43,12 +46,16 @@ class Progress:
         total: int | None,
         *,
         enabled: bool = True,
-        refresh: float = 0.5,
+        refresh: float | None = None,
         file: TextIO | None = None,
     ) -> None:
-        self.refresh = refresh
         self.enabled = enabled
         self.file = file if file is not None else sys.stderr
+        if refresh is None:
+            # A terminal redraws in place; a log file (CI) gets a line per redraw, so fewer.
+            isatty = getattr(self.file, "isatty", None)
+            refresh = 0.5 if isatty is not None and isatty() else 30.0
+        self.refresh = refresh
         self.label = f"epoch {epoch}/{epochs}"
         self._start = time.monotonic()
         self._next = self._start + refresh
@@ -68,7 +75,7 @@ class Progress:
                     leave=True,
                     dynamic_ncols=True,
                     file=self.file,
-                    mininterval=min(refresh, 0.1),
+                    mininterval=min(refresh, 0.1) if refresh < 1 else refresh,
                 )
 
     def update(self, n: int) -> None:
