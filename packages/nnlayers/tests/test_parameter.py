@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import nnlayers
+import nnlayers.demo
 import nnlayers.expr as ex
 from nnlayers import Parameter, init
 
@@ -130,6 +131,6 @@ def test_custom_and_unknown_initialisers() -> None:
     assert "fan_avg" in repr(init.get("xavier_normal"))
 
 
-@pytest.mark.parametrize("module", [nnlayers.parameter, nnlayers.init])
+@pytest.mark.parametrize("module", [nnlayers, nnlayers.parameter, nnlayers.init, nnlayers.demo])
 def test_docstring_examples(module) -> None:
     assert doctest.testmod(module).failed == 0

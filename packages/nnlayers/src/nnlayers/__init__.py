@@ -9,6 +9,20 @@
 >>> loss = graph.forward({x: np.zeros((3, 2))})
 >>> sorted(g.shape for g in graph.backward().values())
 [(2, 2)]
+
+Layers, models and training (``docs/training.md``):
+
+>>> from nnlayers.layers import Affine, Sequential
+>>> from nnlayers.optim import Adam
+>>> data = np.random.default_rng(0).normal(size=(200, 2)).astype("float32")
+>>> labels = (data[:, 0] * data[:, 1] > 0).astype("int64")
+>>> net = Sequential([Affine(32, activation="relu"), Affine(2)], seed=0)
+>>> model = nnlayers.Classifier(net, input_shape=(2,), optimizer=Adam(0.02))
+>>> history = nnlayers.fit(
+...     model, nnlayers.Feed(data, labels, batch_size=32), epochs=30, progress=False
+... )
+>>> model.evaluate(data, labels)["accuracy"] > 0.9
+True
 """
 
 from . import checkpoint, expr, init, layers, models, ops, optim, plotting, train
