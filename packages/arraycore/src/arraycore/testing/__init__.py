@@ -38,7 +38,8 @@ def to_host(x: Any) -> np.ndarray:
         return np.asarray(x)
     from arraycore import to_numpy
 
-    return to_numpy(x)
+    host: np.ndarray = to_numpy(x)
+    return host
 
 
 def assert_close(

@@ -1,0 +1,94 @@
+"""Conformance of the inspection utilities, ``xp.__array_namespace_info__()``: capabilities,
+default_device, default_dtypes, dtypes (with ``kind=`` filters) and devices, and their agreement
+with the arrays the namespace creates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arraycore.testing import assert_close
+
+KINDS: list[Any] = [
+    "bool",
+    "signed integer",
+    "unsigned integer",
+    "integral",
+    "real floating",
+    "complex floating",
+    "numeric",
+    ("bool", "integral"),
+    ("real floating", "unsigned integer"),
+]
+ALWAYS = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32")
+
+
+def test_capabilities(xp: Any) -> None:
+    caps = xp.__array_namespace_info__().capabilities()
+    assert isinstance(caps, dict)
+    assert isinstance(caps["boolean indexing"], bool)
+    assert isinstance(caps["data-dependent shapes"], bool)
+    max_dims = caps["max dimensions"]
+    assert max_dims is None or (isinstance(max_dims, int) and max_dims >= 4), max_dims
+
+
+def test_devices_and_default_device(xp: Any) -> None:
+    info = xp.__array_namespace_info__()
+    devices = info.devices()
+    assert isinstance(devices, list) and devices
+    default = info.default_device()
+    assert default in devices
+    for x in (xp.asarray([1.0]), xp.zeros(3), xp.arange(4), xp.random.default_rng(0).uniform()):
+        assert x.device == default
+    assert_close(xp.zeros(2, device=default), np.zeros(2))
+    assert_close(xp.asarray([1, 2], device=default), np.array([1, 2]))
+
+
+def test_other_devices_are_refused(xp: Any) -> None:
+    with pytest.raises(ValueError):
+        xp.zeros(2, device="no-such-device")
+    with pytest.raises(ValueError):
+        xp.asarray([1.0], device="no-such-device")
+
+
+def test_default_dtypes(xp: Any) -> None:
+    info = xp.__array_namespace_info__()
+    defaults = info.default_dtypes()
+    assert set(defaults) >= {"real floating", "complex floating", "integral", "indexing"}
+    expected_float = "float64" if "float64" in info.dtypes() else "float32"
+    assert defaults["real floating"] == np.dtype(expected_float)
+    assert defaults["integral"] == np.dtype("int64")
+    assert defaults["indexing"] == np.dtype("int64")
+    assert info.default_dtypes(device=info.default_device()) == defaults
+    # The defaults are what the namespace actually uses.
+    assert xp.asarray(1.0).dtype == defaults["real floating"]
+    assert xp.zeros(1).dtype == defaults["real floating"]
+    assert xp.asarray(1).dtype == defaults["integral"]
+    assert xp.argmax(xp.asarray([1.0, 2.0])).dtype == defaults["indexing"]
+
+
+def test_dtypes(xp: Any) -> None:
+    info = xp.__array_namespace_info__()
+    found = info.dtypes()
+    assert isinstance(found, dict)
+    for name, dtype in found.items():
+        assert np.dtype(dtype).name == name
+        assert getattr(xp, name) == dtype
+    for name in ALWAYS:
+        assert name in found, f"every device has {name}"
+    assert info.dtypes(device=info.default_device()) == found
+    for kind in KINDS:
+        subset = info.dtypes(kind=kind)
+        expected = {n: d for n, d in found.items() if np.isdtype(np.dtype(d), kind)}
+        assert subset == expected, kind
+
+
+def test_declared_dtypes_work(xp: Any) -> None:
+    """Every dtype the device declares can be created, computed with and copied back."""
+    for name, dtype in xp.__array_namespace_info__().dtypes().items():
+        x = xp.ones((2, 2), dtype=dtype)
+        assert x.dtype == dtype, name
+        assert_close(xp.to_numpy(xp.add(x, x)), np.ones((2, 2), dtype) + np.ones((2, 2), dtype))
