@@ -32,7 +32,9 @@ class MissingLibraryBackend(TinyBackend):
         try:
             import arraycore_library_that_does_not_exist  # type: ignore[import-not-found] # noqa: F401
         except ImportError as exc:
-            raise BackendUnavailable("its library 'arraycore_library_that_does_not_exist' is missing") from exc
+            raise BackendUnavailable(
+                "its library 'arraycore_library_that_does_not_exist' is missing"
+            ) from exc
 
 
 class NotABackend:

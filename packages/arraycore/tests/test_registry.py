@@ -172,7 +172,7 @@ def test_entry_point_that_fails_to_import(monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_entry_point_that_is_not_a_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     _register(monkeypatch, "notabackend", "_broken_backends:NotABackend")
-    with pytest.raises(BackendUnavailableError, match="is not an arraycore.backend.Backend"):
+    with pytest.raises(BackendUnavailableError, match=r"is not an arraycore\.backend\.Backend"):
         arraycore.namespace("notabackend")
 
 
@@ -186,7 +186,9 @@ def test_no_silent_fallback_to_numpy(clean_env: pytest.MonkeyPatch) -> None:
 
 
 def test_bad_device_selector_lists_devices() -> None:
-    with pytest.raises(BackendUnavailableError, match=r"no device matching 7; devices are: 0: host CPU"):
+    with pytest.raises(
+        BackendUnavailableError, match=r"no device matching 7; devices are: 0: host CPU"
+    ):
         arraycore.namespace("numpy", device=7)
 
 

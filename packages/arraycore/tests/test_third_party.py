@@ -62,8 +62,9 @@ def test_derived_functions_match_numpy_on_tiny() -> None:
     tiny = arraycore.namespace("tiny")
     host = np.arange(24.0).reshape(2, 3, 4)
     x = tiny.asarray(host)
-    np.testing.assert_allclose(tiny.to_numpy(tiny.var(x, axis=(0, 2), correction=1)),
-                               np.var(host, axis=(0, 2), ddof=1))
+    np.testing.assert_allclose(
+        tiny.to_numpy(tiny.var(x, axis=(0, 2), correction=1)), np.var(host, axis=(0, 2), ddof=1)
+    )
     np.testing.assert_array_equal(tiny.to_numpy(tiny.flip(x, axis=1)), np.flip(host, axis=1))
     np.testing.assert_array_equal(
         tiny.to_numpy(tiny.cumulative_sum(x, axis=2)), np.cumulative_sum(host, axis=2)

@@ -46,7 +46,9 @@ def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
 
     target = getattr(Namespace, name, None) if sub is None else None
     function.__name__ = function.__qualname__ = name
-    function.__doc__ = getattr(target, "__doc__", None) or f"``{sub}.{name}`` of the array's backend."
+    function.__doc__ = (
+        getattr(target, "__doc__", None) or f"``{sub}.{name}`` of the array's backend."
+    )
     return function
 
 
@@ -76,7 +78,9 @@ inplace = _SubDispatch("inplace")
 class _RandomDispatch:
     """``arraycore.random.default_rng(seed)``: a generator on the active backend."""
 
-    def default_rng(self, seed: int = 0, *, backend: str | None = None, device: Any = None):
+    def default_rng(
+        self, seed: int = 0, *, backend: str | None = None, device: Any = None
+    ) -> Generator:
         """A seeded :class:`Generator` on ``backend`` (default: the active one)."""
         return namespace(backend, device).random.default_rng(seed)
 

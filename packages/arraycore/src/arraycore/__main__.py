@@ -1,7 +1,7 @@
 """``python -m arraycore`` / ``arraycore``: inspect backends and run the conformance kit.
 
-    arraycore info                 backends, whether each is usable and why not, devices, versions
-    arraycore conformance NAME     run the conformance kit against backend NAME (pytest)
+arraycore info                 backends, whether each is usable and why not, devices, versions
+arraycore conformance NAME     run the conformance kit against backend NAME (pytest)
 """
 
 from __future__ import annotations
@@ -59,7 +59,9 @@ def info(stream: Any = None) -> int:
     out = stream or sys.stdout
     import arraycore
 
-    print(f"arraycore {arraycore.__version__} (Array API {arraycore.__array_api_version__})", file=out)
+    print(
+        f"arraycore {arraycore.__version__} (Array API {arraycore.__array_api_version__})", file=out
+    )
     backend, device = _registry._env_selection()
     current = _registry._current.get()
     try:

@@ -149,8 +149,8 @@ class ArrayBase:
     __le__ = _binary("less_equal")
     __gt__ = _binary("greater")
     __ge__ = _binary("greater_equal")
-    __eq__ = _binary("equal")  # type: ignore[assignment]
-    __ne__ = _binary("not_equal")  # type: ignore[assignment]
+    __eq__ = _binary("equal")
+    __ne__ = _binary("not_equal")
     __iadd__ = _inplace("add")
     __isub__ = _inplace("subtract")
     __imul__ = _inplace("multiply")

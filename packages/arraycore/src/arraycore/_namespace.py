@@ -10,6 +10,8 @@ no more than calling the backend's function directly.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -61,12 +63,20 @@ class NNNamespace(_SubNamespace):
     so every backend has it; backends override them with real kernels (cuDNN, CLBlast).
     """
 
-    def conv2d(self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1):
+    def conv2d(
+        self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+    ) -> Array:
         """2-D cross-correlation, NCHW input, (O, C, KH, KW) weights, zero padding."""
         return _nn.conv2d(self._xp, x, w, stride=stride, padding=padding, dilation=dilation)
 
     def conv2d_backward_data(
-        self, dy: Array, w: Array, x_shape: Shape, *, stride: Any = 1, padding: Any = 0,
+        self,
+        dy: Array,
+        w: Array,
+        x_shape: Shape,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
         dilation: Any = 1,
     ) -> Array:
         """Gradient of :meth:`conv2d` with respect to its input."""
@@ -75,7 +85,13 @@ class NNNamespace(_SubNamespace):
         )
 
     def conv2d_backward_filter(
-        self, x: Array, dy: Array, w_shape: Shape, *, stride: Any = 1, padding: Any = 0,
+        self,
+        x: Array,
+        dy: Array,
+        w_shape: Shape,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
         dilation: Any = 1,
     ) -> Array:
         """Gradient of :meth:`conv2d` with respect to its weights."""
@@ -84,16 +100,27 @@ class NNNamespace(_SubNamespace):
         )
 
     def conv2d_transpose(
-        self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1,
+        self,
+        x: Array,
+        w: Array,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
         output_padding: Any = 0,
     ) -> Array:
         """Transposed convolution, (C_in, C_out, KH, KW) weights as in PyTorch."""
         return _nn.conv2d_transpose(
-            self._xp, x, w, stride=stride, padding=padding, dilation=dilation,
+            self._xp,
+            x,
+            w,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
             output_padding=output_padding,
         )
 
-    def max_pool2d(self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0):
+    def max_pool2d(self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Array:
         """Max pooling over NCHW windows; padding counts as -inf."""
         return _nn.max_pool2d(self._xp, x, kernel_size, stride, padding)
 
@@ -104,14 +131,23 @@ class NNNamespace(_SubNamespace):
         return _nn.max_pool2d_backward(self._xp, dy, x, kernel_size, stride, padding)
 
     def avg_pool2d(
-        self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0,
+        self,
+        x: Array,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
         count_include_pad: bool = True,
     ) -> Array:
         """Average pooling over NCHW windows."""
         return _nn.avg_pool2d(self._xp, x, kernel_size, stride, padding, count_include_pad)
 
     def avg_pool2d_backward(
-        self, dy: Array, x_shape: Shape, kernel_size: Any, stride: Any = None, padding: Any = 0,
+        self,
+        dy: Array,
+        x_shape: Shape,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
         count_include_pad: bool = True,
     ) -> Array:
         """Gradient of :meth:`avg_pool2d`."""
@@ -242,7 +278,9 @@ class Generator:
             return u
         return self._xp.add(self._xp.multiply(u, high - low), low)
 
-    def normal(self, mean: float = 0.0, std: float = 1.0, shape: Any = (), dtype: Any = None):
+    def normal(
+        self, mean: float = 0.0, std: float = 1.0, shape: Any = (), dtype: Any = None
+    ) -> Array:
         """Samples from N(mean, std**2) (Box-Muller on the backend's uniform stream)."""
         shape, dt = self._shape_dtype(shape, dtype, "random.normal")
         xp = self._xp
@@ -332,9 +370,7 @@ _BINARY_NAMES = frozenset(
         "logical_and", "logical_or",
     }
 )  # fmt: skip
-_COMPARISONS = frozenset(
-    {"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"}
-)
+_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
 _LOGICAL = frozenset({"logical_and", "logical_or", "logical_not"})
 
 
@@ -397,7 +433,7 @@ class Namespace:
         return self._info
 
     # -- internal helpers ---------------------------------------------------------------------
-    def _is_array(self, x: Any) -> bool:
+    def _is_array(self, x: Any) -> builtins.bool:
         return self._backend.owns(x)
 
     def _check(self, op: str, *arrays: Any) -> None:
@@ -423,7 +459,7 @@ class Namespace:
         except (KeyError, TypeError):
             pass
         try:
-            dt = np.dtype(dtype)
+            dt: np.dtype = np.dtype(dtype)
         except TypeError as exc:
             raise TypeError(f"{op}: {dtype!r} is not a dtype") from exc
         if dt.name not in DTYPES:
@@ -432,10 +468,8 @@ class Namespace:
             raise TypeError(
                 f"{op}: device {self._backend.device} of backend {self.name!r} has no {dt.name}"
             )
-        try:
+        with contextlib.suppress(TypeError):  # unhashable dtype-likes are just not cached
             self._dtype_cache[dtype] = dt
-        except TypeError:
-            pass
         return dt
 
     def _default_float(self) -> np.dtype:
@@ -466,7 +500,7 @@ class Namespace:
     def _as_operand(self, x: ArrayOrScalar, dtype: np.dtype, op: str) -> Array:
         """A backend array of ``dtype`` from an array or a Python scalar."""
         if isinstance(x, _SCALAR_TYPES):
-            return self._backend.full((), x, dtype)
+            return self._backend.full((), x.item() if isinstance(x, np.generic) else x, dtype)
         self._check(op, x)
         return x if x.dtype == dtype else self._backend.astype(x, dtype)
 
@@ -524,7 +558,13 @@ class Namespace:
 
     # -- creation --------------------------------------------------------------------------
     def asarray(
-        self, obj: Any, /, *, dtype: Any = None, device: Any = None, copy: bool | None = None
+        self,
+        obj: Any,
+        /,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+        copy: builtins.bool | None = None,
     ) -> Array:
         """An array of this backend from an array, a NumPy array, a scalar or nested lists."""
         self._check_device(device, "asarray")
@@ -543,7 +583,9 @@ class Namespace:
                 f"{type(obj).__name__}); use from_dlpack() or to_numpy() to move it explicitly"
             )
         if copy is False:
-            raise ValueError(f"asarray: copy=False cannot hold for host data on backend {self.name!r}")
+            raise ValueError(
+                f"asarray: copy=False cannot hold for host data on backend {self.name!r}"
+            )
         host = np.asarray(obj)
         if dtype is not None:
             host = host.astype(self._dtype(dtype, "asarray"), copy=False)
@@ -558,13 +600,16 @@ class Namespace:
         return self._backend.from_numpy(np.ascontiguousarray(host).reshape(host.shape))
 
     def _check_device(self, device: Any, op: str) -> None:
-        if device is not None and device != self._backend.device.id:
-            if not (isinstance(device, str) and device == str(self._backend.device.id)):
-                raise BackendMismatchError(
-                    f"{op}: device {device!r} is not this namespace's device "
-                    f"{self._backend.device.id!r} (backend {self.name!r}); "
-                    f"use arraycore.namespace({self.name!r}, device=...) for another device"
-                )
+        if (
+            device is not None
+            and device != self._backend.device.id
+            and not (isinstance(device, str) and device == str(self._backend.device.id))
+        ):
+            raise BackendMismatchError(
+                f"{op}: device {device!r} is not this namespace's device "
+                f"{self._backend.device.id!r} (backend {self.name!r}); "
+                f"use arraycore.namespace({self.name!r}, device=...) for another device"
+            )
 
     def from_numpy(self, a: np.ndarray, /) -> Array:
         """Copy a NumPy array to this backend's device, keeping its dtype."""
@@ -575,7 +620,9 @@ class Namespace:
         self._check("to_numpy", x)
         return self._backend.to_numpy(x)
 
-    def from_dlpack(self, x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
+    def from_dlpack(
+        self, x: Any, /, *, device: Any = None, copy: builtins.bool | None = None
+    ) -> Array:
         """Import an array through DLPack; arraycore's generic path copies through the host."""
         self._check_device(device, "from_dlpack")
         host = np.from_dlpack(x)
@@ -587,6 +634,7 @@ class Namespace:
         """A new array filled with ``fill_value``; dtype inferred from it when not given."""
         self._check_device(device, "full")
         shape = self._shape(shape, "full")
+        dt: np.dtype
         if dtype is None:
             if isinstance(fill_value, bool | np.bool_):
                 dt = np.dtype("bool")
@@ -635,8 +683,14 @@ class Namespace:
         )
 
     def arange(
-        self, start: Scalar, /, stop: Scalar | None = None, step: Scalar = 1, *,
-        dtype: Any = None, device: Any = None,
+        self,
+        start: Scalar,
+        /,
+        stop: Scalar | None = None,
+        step: Scalar = 1,
+        *,
+        dtype: Any = None,
+        device: Any = None,
     ) -> Array:
         """Evenly spaced values in ``[start, stop)`` (computed on the host, then copied)."""
         self._check_device(device, "arange")
@@ -652,8 +706,15 @@ class Namespace:
         return self._backend.from_numpy(np.arange(start, stop, step, dtype=dt))
 
     def linspace(
-        self, start: Scalar, stop: Scalar, /, num: int, *, dtype: Any = None,
-        device: Any = None, endpoint: bool = True,
+        self,
+        start: Scalar,
+        stop: Scalar,
+        /,
+        num: int,
+        *,
+        dtype: Any = None,
+        device: Any = None,
+        endpoint: builtins.bool = True,
     ) -> Array:
         """``num`` evenly spaced samples over ``[start, stop]`` (or ``[start, stop)``)."""
         self._check_device(device, "linspace")
@@ -662,7 +723,13 @@ class Namespace:
         return self._backend.from_numpy(values.astype(dt))
 
     def eye(
-        self, n_rows: int, n_cols: int | None = None, /, *, k: int = 0, dtype: Any = None,
+        self,
+        n_rows: int,
+        n_cols: int | None = None,
+        /,
+        *,
+        k: int = 0,
+        dtype: Any = None,
         device: Any = None,
     ) -> Array:
         """A 2-D array with ones on the ``k``-th diagonal."""
@@ -672,7 +739,9 @@ class Namespace:
         return self.astype(self.equal(self.add(rows, k), cols), self._float_or(dtype, "eye"))
 
     # -- dtypes ----------------------------------------------------------------------------------
-    def astype(self, x: Array, dtype: Any, /, *, copy: bool = True, device: Any = None):
+    def astype(
+        self, x: Array, dtype: Any, /, *, copy: builtins.bool = True, device: Any = None
+    ) -> Array:
         """``x`` converted to ``dtype`` (a copy unless ``copy=False`` and nothing changes)."""
         self._check("astype", x)
         self._check_device(device, "astype")
@@ -882,12 +951,12 @@ class Namespace:
         if isinstance(bound, _SCALAR_TYPES):
             if not _scalar_fits(bound, x.dtype):
                 raise TypeError(f"{op}: bound {bound!r} does not fit dtype {x.dtype}")
-            return self._backend.full((), bound, x.dtype)
+            return self._backend.full(
+                (), bound.item() if isinstance(bound, np.generic) else bound, x.dtype
+            )
         return self._as_operand(bound, x.dtype, op)
 
-    def where(
-        self, condition: Array, x1: ArrayOrScalar, x2: ArrayOrScalar, /
-    ) -> Array:
+    def where(self, condition: Array, x1: ArrayOrScalar, x2: ArrayOrScalar, /) -> Array:
         """Element-wise ``x1 if condition else x2`` with broadcasting."""
         self._check("where", condition)
         if condition.dtype != np.bool_:
@@ -897,7 +966,7 @@ class Namespace:
 
     # -- reductions --------------------------------------------------------------------------------
     def _reduce(
-        self, op: str, x: Array, axis: Any, keepdims: bool, dtype: Any = None
+        self, op: str, x: Array, axis: Any, keepdims: builtins.bool, dtype: Any = None
     ) -> Array:
         self._check(op, x)
         axes = normalize_axes(axis, len(x.shape), op)
@@ -913,31 +982,35 @@ class Namespace:
             raise ValueError(f"{op}: zero-size reduction over axis {axis} of shape {x.shape}")
         return self._backend.reduce(op, x, axes, keepdims)
 
-    def sum(self, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False):
+    def sum(
+        self, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: builtins.bool = False
+    ) -> Array:
         """Sum over ``axis`` (all axes by default); small integers accumulate in 64 bits."""
         return self._reduce("sum", x, axis, keepdims, dtype)
 
-    def prod(self, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False):
+    def prod(
+        self, x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: builtins.bool = False
+    ) -> Array:
         """Product over ``axis``."""
         return self._reduce("prod", x, axis, keepdims, dtype)
 
-    def max(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    def max(self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
         """Maximum over ``axis`` (NaN propagates; an empty axis is an error)."""
         return self._reduce("max", x, axis, keepdims)
 
-    def min(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    def min(self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
         """Minimum over ``axis``."""
         return self._reduce("min", x, axis, keepdims)
 
-    def any(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    def any(self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
         """Whether any element along ``axis`` is true."""
         return self._reduce("any", x, axis, keepdims)
 
-    def all(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    def all(self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
         """Whether every element along ``axis`` is true."""
         return self._reduce("all", x, axis, keepdims)
 
-    def mean(self, x: Array, /, *, axis: Any = None, keepdims: bool = False) -> Array:
+    def mean(self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
         """Arithmetic mean over ``axis`` (integers give the default float)."""
         self._check("mean", x)
         if x.dtype.kind != "f":
@@ -948,7 +1021,13 @@ class Namespace:
         return self.divide(total, count) if count else self.multiply(total, math.nan)
 
     def var(
-        self, x: Array, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        self,
+        x: Array,
+        /,
+        *,
+        axis: Any = None,
+        correction: float = 0.0,
+        keepdims: builtins.bool = False,
     ) -> Array:
         """Variance over ``axis`` with ``correction`` degrees of freedom subtracted."""
         self._check("var", x)
@@ -962,12 +1041,18 @@ class Namespace:
         return self.divide(total, dof) if dof > 0 else self.multiply(total, math.nan)
 
     def std(
-        self, x: Array, /, *, axis: Any = None, correction: float = 0.0, keepdims: bool = False
+        self,
+        x: Array,
+        /,
+        *,
+        axis: Any = None,
+        correction: float = 0.0,
+        keepdims: builtins.bool = False,
     ) -> Array:
         """Standard deviation over ``axis``."""
         return self.sqrt(self.var(x, axis=axis, correction=correction, keepdims=keepdims))
 
-    def _arg_reduce(self, op: str, x: Array, axis: int | None, keepdims: bool) -> Array:
+    def _arg_reduce(self, op: str, x: Array, axis: int | None, keepdims: builtins.bool) -> Array:
         self._check(op, x)
         ax = None if axis is None else normalize_axes(axis, len(x.shape), op)[0]
         # Only a zero-size reduced axis is an error: (0, 3) along axis 1 is simply empty.
@@ -979,17 +1064,26 @@ class Namespace:
             return self._backend.reshape(result, (1,) * len(x.shape)) if keepdims else result
         return self._backend.arg_reduce(op, x, ax, keepdims)
 
-    def argmax(self, x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
+    def argmax(
+        self, x: Array, /, *, axis: int | None = None, keepdims: builtins.bool = False
+    ) -> Array:
         """Index of the first maximum along ``axis`` (of the flattened array if None)."""
         return self._arg_reduce("argmax", x, axis, keepdims)
 
-    def argmin(self, x: Array, /, *, axis: int | None = None, keepdims: bool = False) -> Array:
+    def argmin(
+        self, x: Array, /, *, axis: int | None = None, keepdims: builtins.bool = False
+    ) -> Array:
         """Index of the first minimum along ``axis``."""
         return self._arg_reduce("argmin", x, axis, keepdims)
 
     def cumulative_sum(
-        self, x: Array, /, *, axis: int | None = None, dtype: Any = None,
-        include_initial: bool = False,
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int | None = None,
+        dtype: Any = None,
+        include_initial: builtins.bool = False,
     ) -> Array:
         """Running sum along ``axis`` (a log-step scan built from slicing and add)."""
         self._check("cumulative_sum", x)
@@ -1075,7 +1169,9 @@ class Namespace:
         n1, n2 = len(x1.shape), len(x2.shape)
         if isinstance(axes, int | np.integer):
             if axes < 0 or axes > min(n1, n2):
-                raise ValueError(f"tensordot: axes={axes} is out of range for {x1.shape}, {x2.shape}")
+                raise ValueError(
+                    f"tensordot: axes={axes} is out of range for {x1.shape}, {x2.shape}"
+                )
             ax1 = list(range(n1 - axes, n1))
             ax2 = list(range(axes))
         else:
@@ -1113,7 +1209,7 @@ class Namespace:
         )
 
     # -- manipulation -----------------------------------------------------------------------------
-    def reshape(self, x: Array, /, shape: Any, *, copy: bool | None = None) -> Array:
+    def reshape(self, x: Array, /, shape: Any, *, copy: builtins.bool | None = None) -> Array:
         """``x`` in a new shape (one dimension may be -1)."""
         self._check("reshape", x)
         shape = tuple(int(s) for s in ((shape,) if isinstance(shape, int) else shape))
@@ -1170,7 +1266,9 @@ class Namespace:
         axes = normalize_axes(axis, len(x.shape), "squeeze")
         for a in axes:
             if x.shape[a] != 1:
-                raise ValueError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
+                raise ValueError(
+                    f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1"
+                )
         return self._backend.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
     def broadcast_to(self, x: Array, /, shape: Any) -> Array:
@@ -1210,9 +1308,7 @@ class Namespace:
         (ax,) = normalize_axes(axis, ndim, "concat")
         first = arrays[0].shape
         for a in arrays[1:]:
-            if len(a.shape) != ndim or any(
-                a.shape[i] != first[i] for i in range(ndim) if i != ax
-            ):
+            if len(a.shape) != ndim or any(a.shape[i] != first[i] for i in range(ndim) if i != ax):
                 shapes = ", ".join(str(tuple(b.shape)) for b in arrays)
                 raise ValueError(f"concat: shapes {shapes} differ off axis {ax}")
         total = sum(a.shape[ax] for a in arrays)
@@ -1221,7 +1317,9 @@ class Namespace:
         start = 0
         for a in arrays:
             stop = start + a.shape[ax]
-            self._backend.setitem(out, self._axis_key(ndim, ax, slice(start, stop)), self._cast(a, dt))
+            self._backend.setitem(
+                out, self._axis_key(ndim, ax, slice(start, stop)), self._cast(a, dt)
+            )
             start = stop
         return out
 
@@ -1242,7 +1340,9 @@ class Namespace:
         """``x`` with the order of elements reversed along ``axis`` (all axes by default)."""
         self._check("flip", x)
         axes = normalize_axes(axis, len(x.shape), "flip")
-        key = tuple(slice(None, None, -1) if i in axes else slice(None) for i in range(len(x.shape)))
+        key = tuple(
+            slice(None, None, -1) if i in axes else slice(None) for i in range(len(x.shape))
+        )
         return self._backend.getitem(x, key)
 
     def tile(self, x: Array, repetitions: Sequence[int], /) -> Array:
@@ -1258,7 +1358,8 @@ class Namespace:
             expanded, tuple(v for r, s in zip(reps, shape, strict=True) for v in (r, s))
         )
         return self._backend.reshape(
-            self._backend.astype(big, x.dtype), tuple(r * s for r, s in zip(reps, shape, strict=True))
+            self._backend.astype(big, x.dtype),
+            tuple(r * s for r, s in zip(reps, shape, strict=True)),
         )
 
     def repeat(self, x: Array, repeats: Any, /, *, axis: int | None = None) -> Array:
@@ -1310,10 +1411,12 @@ class Namespace:
                 f"take_along_axis: indices {tuple(indices.shape)} need the rank of x {tuple(x.shape)}"
             )
         (ax,) = normalize_axes(axis, n, "take_along_axis")
-        shape = list(np.broadcast_shapes(
-            tuple(s if i != ax else 1 for i, s in enumerate(x.shape)),
-            tuple(s if i != ax else 1 for i, s in enumerate(indices.shape)),
-        ))
+        shape = list(
+            np.broadcast_shapes(
+                tuple(s if i != ax else 1 for i, s in enumerate(x.shape)),
+                tuple(s if i != ax else 1 for i, s in enumerate(indices.shape)),
+            )
+        )
         shape[ax] = indices.shape[ax]
         idx = self._cast(indices, np.dtype("int64"))
         idx = self.where(self.less(idx, 0), self.add(idx, x.shape[ax]), idx)

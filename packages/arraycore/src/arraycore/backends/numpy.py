@@ -63,20 +63,95 @@ _REDUCTIONS: dict[str, Callable[..., Any]] = {
 
 # Namespace functions whose NumPy 2 implementation already has the standard's signature and
 # semantics; the namespace binds them directly.
-_SAME_AS_NUMPY = (
-    "add subtract multiply divide floor_divide remainder pow maximum minimum equal not_equal "
-    "less less_equal greater greater_equal logical_and logical_or logical_not negative positive "
-    "abs sqrt square exp expm1 log log1p tanh sin cos sign floor ceil round isnan isinf isfinite "
-    "where sum prod mean var std max min argmax argmin all any cumulative_sum matmul tensordot "
-    "vecdot matrix_transpose permute_dims expand_dims squeeze broadcast_to concat stack flip "
-    "tile repeat moveaxis take_along_axis zeros ones empty full zeros_like ones_like empty_like "
-    "full_like linspace eye astype from_dlpack reshape take arange"
-).split()
+_SAME_AS_NUMPY = [
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "floor_divide",
+    "remainder",
+    "pow",
+    "maximum",
+    "minimum",
+    "equal",
+    "not_equal",
+    "less",
+    "less_equal",
+    "greater",
+    "greater_equal",
+    "logical_and",
+    "logical_or",
+    "logical_not",
+    "negative",
+    "positive",
+    "abs",
+    "sqrt",
+    "square",
+    "exp",
+    "expm1",
+    "log",
+    "log1p",
+    "tanh",
+    "sin",
+    "cos",
+    "sign",
+    "floor",
+    "ceil",
+    "round",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "where",
+    "sum",
+    "prod",
+    "mean",
+    "var",
+    "std",
+    "max",
+    "min",
+    "argmax",
+    "argmin",
+    "all",
+    "any",
+    "cumulative_sum",
+    "matmul",
+    "tensordot",
+    "vecdot",
+    "matrix_transpose",
+    "permute_dims",
+    "expand_dims",
+    "squeeze",
+    "broadcast_to",
+    "concat",
+    "stack",
+    "flip",
+    "tile",
+    "repeat",
+    "moveaxis",
+    "take_along_axis",
+    "zeros",
+    "ones",
+    "empty",
+    "full",
+    "zeros_like",
+    "ones_like",
+    "empty_like",
+    "full_like",
+    "linspace",
+    "eye",
+    "astype",
+    "from_dlpack",
+    "reshape",
+    "take",
+    "arange",
+]
 
 
-def _scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: int = 0):
+def _scatter_add(
+    out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: int = 0
+) -> np.ndarray:
     key = (slice(None),) * (axis % out.ndim) + (indices,)
-    np.add.at(out, key, values)
+    np.add.at(out, key, values)  # type: ignore[arg-type]
     return out
 
 

@@ -143,8 +143,7 @@ class Conv2DTranspose(Op):
         # to no input pixel, so dx drops them and dw sees x zero-padded to that size.
         h, wd = x.shape[2], x.shape[3]
         full = tuple(
-            (dy.shape[2 + i] + sum(self.pad[i]) - self.d[i] * (self.w_shape[2 + i] - 1) - 1)
-            // self.s[i]
+            (dy.shape[2 + i] + sum(self.pad[i]) - self.d[i] * (w.shape[2 + i] - 1) - 1) // self.s[i]
             + 1
             for i in range(2)
         )
