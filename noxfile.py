@@ -231,6 +231,18 @@ def install_check(session: nox.Session) -> None:
 
 @nox.session
 def demo(session: nox.Session) -> None:
-    """Run the arraycore demo on the default (NumPy) backend; ARRAYCORE_BACKEND picks another."""
-    session.install(*CORE.requirement())
-    session.run("python", "-m", "arraycore.demo", *session.posargs)
+    """Train the nnlayers digits CNN on the default (NumPy) backend; ARRAYCORE_BACKEND picks another.
+
+    Prints held-out accuracy and leaves ``demo-output/digits-cnn.safetensors`` and
+    ``demo-output/curves.png``; arguments after ``--`` go to ``python -m nnlayers.demo``.
+    """
+    nn = PACKAGES["nnlayers"]
+    backend = os.environ.get("ARRAYCORE_BACKEND", "numpy")
+    extras = ["demo"]
+    if backend in BACKENDS and BACKENDS[backend] is not CORE:
+        # The backend's own distribution (editable), with the extras its device needs.
+        dist = BACKENDS[backend]
+        session.install(*dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ())))
+    session.install(*CORE.requirement(), *nn.requirement(*extras))
+    args = session.posargs or ["--out", "demo-output"]
+    session.run("python", "-m", "nnlayers.demo", *args)
