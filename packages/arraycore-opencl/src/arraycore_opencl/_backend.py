@@ -1,0 +1,582 @@
+"""The OpenCL backend: arraycore's primitives as OpenCL kernels, matmul through CLBlast."""
+
+from __future__ import annotations
+
+import ctypes.util
+import math
+from importlib import metadata
+from typing import Any, ClassVar
+
+import numpy as np
+
+from arraycore.backend import (
+    Array,
+    Backend,
+    BackendUnavailable,
+    Device,
+    DeviceNotFound,
+    Key,
+    Shape,
+)
+
+from . import _runtime
+from ._array import OpenCLArray, contiguous_strides
+from ._runtime import DeviceRuntime
+
+SYSTEM_INSTALL = "apt-get install pocl-opencl-icd ocl-icd-opencl-dev libclblast-dev"
+PIP_INSTALL = 'pip install "arraycore[opencl]"'
+INSTALL = (
+    f"{SYSTEM_INSTALL} (Debian/Ubuntu; conda-forge: conda install -c conda-forge pocl clblast; "
+    f"Homebrew: brew install clblast), then {PIP_INSTALL}"
+)
+
+#: Reductions longer than this are split into chunks of ``_CHUNK`` and finished in a 2nd pass.
+_SPLIT = 2048
+_CHUNK = 512
+
+_IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
+
+
+def _collapse(
+    shape: tuple[int, ...], strides: list[tuple[int, ...]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 axes and merge axes that are contiguous in every operand (at least 1 axis)."""
+    dims = [(s, [st[i] for st in strides]) for i, s in enumerate(shape) if s != 1]
+    if not dims:
+        return (1,), [(0,) for _ in strides]
+    merged = [dims[0]]
+    for size, sts in dims[1:]:
+        psize, psts = merged[-1]
+        if all(p == c * size for p, c in zip(psts, sts, strict=True)):
+            merged[-1] = (psize * size, sts)
+        else:
+            merged.append((size, sts))
+    return tuple(m[0] for m in merged), [tuple(m[1][i] for m in merged) for i in range(len(strides))]
+
+
+def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides of ``x`` broadcast to ``shape`` (0 on new or stretched axes)."""
+    lead = len(shape) - len(x.shape)
+    out = [0] * lead
+    for s, st, target in zip(x.shape, x.strides, shape[lead:], strict=True):
+        out.append(st if s == target else 0)
+    return tuple(out)
+
+
+class OpenCLBackend(Backend):
+    """arraycore on any OpenCL device (GPUs, and CPUs through PoCL), with CLBlast GEMM.
+
+    ``ARRAYCORE_DEVICE`` picks the device: a flat index over all platforms' devices (``0``),
+    a ``"platform:device"`` index pair (``"0:1"``), or a substring of the device or platform
+    name (``"pthread"``, ``"NVIDIA"``). ``python -m arraycore info`` lists them.
+    """
+
+    name: ClassVar[str] = "opencl"
+    install_hint: ClassVar[str] = INSTALL
+
+    def __init__(self, device: str | int | None = None) -> None:
+        super().__init__(device)
+        p, d = (int(v) for v in str(self.device.id).split(":"))
+        table = {(tp, td): dev for tp, td, _plat, dev in _runtime.device_table()}
+        self.rt: DeviceRuntime = _runtime.runtime(p, d, table[(p, d)])
+
+    # -- discovery -------------------------------------------------------------------------------
+    @classmethod
+    def probe(cls) -> None:
+        """Check pyopencl, pyclblast (and so libclblast) and at least one OpenCL platform."""
+        try:
+            import pyopencl
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"pyopencl is not installed ({exc}); install it with: {PIP_INSTALL}"
+            ) from exc
+        try:
+            import pyclblast  # noqa: F401
+        except ImportError as exc:
+            raise BackendUnavailable(
+                f"pyclblast cannot be imported ({exc}): CLBlast comes from the system. "
+                f"Install it with: {INSTALL}"
+            ) from exc
+        try:
+            platforms = pyopencl.get_platforms()
+        except Exception as exc:
+            raise BackendUnavailable(
+                f"no OpenCL platform found ({type(exc).__name__}: {exc}); install an OpenCL "
+                f"driver (ICD), e.g. PoCL for CPUs: {SYSTEM_INSTALL}"
+            ) from exc
+        if not platforms or not _runtime.device_table():
+            raise BackendUnavailable(
+                f"no OpenCL device found; install an OpenCL driver (ICD), e.g. PoCL for CPUs: "
+                f"{SYSTEM_INSTALL}"
+            )
+
+    @classmethod
+    def version(cls) -> str:
+        """pyopencl, pyclblast, the CLBlast library and the OpenCL platforms."""
+        parts = []
+        for dist in ("pyopencl", "pyclblast"):
+            try:
+                parts.append(f"{dist} {metadata.version(dist)}")
+            except metadata.PackageNotFoundError:
+                parts.append(f"{dist} missing")
+        lib = ctypes.util.find_library("clblast")
+        parts.append(f"CLBlast {lib}" if lib else "CLBlast not found")
+        try:
+            import pyopencl
+
+            for platform in pyopencl.get_platforms():
+                parts.append(f"platform {platform.name.strip()} ({platform.version.strip()})")
+        except Exception as exc:
+            parts.append(f"no OpenCL platform ({exc})")
+        return ", ".join(parts)
+
+    @classmethod
+    def devices(cls) -> list[Device]:
+        """Every device of every OpenCL platform, in platform then device order."""
+        found = []
+        for p, d, platform, dev in _runtime.device_table():
+            found.append(
+                Device(
+                    "opencl",
+                    f"{p}:{d}",
+                    f"{dev.name.strip()} ({platform.name.strip()})",
+                    {"float64": _runtime.has_fp64(dev), "float16": _runtime.has_fp16(dev)},
+                )
+            )
+        return found
+
+    @classmethod
+    def select_device(cls, devices: list[Device], selector: str | int | None) -> Device:
+        """A flat index, a ``"platform:device"`` pair, or a name substring; first by default."""
+        if selector is None or str(selector).strip() == "":
+            return devices[0]
+        text = str(selector).strip()
+        if text.isdigit() and int(text) < len(devices):
+            return devices[int(text)]
+        for dev in devices:
+            if text == str(dev.id):
+                return dev
+        if not text.replace(":", "").isdigit():
+            for dev in devices:
+                if text.lower() in dev.name.lower():
+                    return dev
+        listing = "; ".join(f"{i} or {d.id}: {d.name}" for i, d in enumerate(devices))
+        raise DeviceNotFound(
+            f"backend 'opencl' has no device matching {selector!r} (ARRAYCORE_DEVICE takes an "
+            f"index, a 'platform:device' pair or a name substring); devices are: {listing}"
+        )
+
+    def owns(self, x: Any) -> bool:
+        """Whether ``x`` is an :class:`OpenCLArray` (of any device)."""
+        return isinstance(x, OpenCLArray)
+
+    def device_of(self, x: Array) -> Any:
+        """The ``"platform:device"`` id of ``x``."""
+        return x.device
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _check_dtype(self, dtype: np.dtype) -> np.dtype:
+        dt = np.dtype(dtype)
+        if dt.name not in self.rt.dtypes:
+            raise TypeError(
+                f"OpenCL device {self.device} has no {dt.name}"
+                + (" (cl_khr_fp64 is missing)" if dt.name == "float64" else "")
+                + (" (cl_khr_fp16 is missing)" if dt.name == "float16" else "")
+            )
+        return dt
+
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> OpenCLArray:
+        dt = self._check_dtype(dtype)
+        buf = self.rt.alloc(math.prod(shape) * dt.itemsize)
+        return OpenCLArray(self.rt, buf, tuple(shape), dt)
+
+    def _elementwise(
+        self, family: str, dtype: str, name: str, out: OpenCLArray, *inputs: OpenCLArray
+    ) -> OpenCLArray:
+        """Run a strided element-wise kernel: ``out`` from ``inputs`` broadcast to its shape."""
+        n = math.prod(out.shape)
+        if n == 0:
+            return out
+        strides = [out.strides] + [_broadcast_strides(x, out.shape) for x in inputs]
+        shape, strides = _collapse(out.shape, strides)
+        meta = self.rt.meta(shape + tuple(v for st in strides for v in st))
+        args: list[Any] = [np.int64(n), np.int32(len(shape)), meta, out._buf, np.int64(out._offset)]
+        for x in inputs:
+            args += [x._buf, np.int64(x._offset)]
+        self.rt.launch(self.rt.kernel(family, dtype, name), n, *args)
+        return out
+
+    def _contiguous(self, x: OpenCLArray) -> OpenCLArray:
+        return x if x.is_contiguous else self.astype(x, x.dtype)
+
+    # -- creation and transfer ------------------------------------------------------------------
+    def from_numpy(self, a: np.ndarray) -> OpenCLArray:
+        """Copy a host array to the device (blocking: the host array may change afterwards)."""
+        host = np.ascontiguousarray(a)
+        out = self._empty(tuple(host.shape), host.dtype)
+        if host.size:
+            _runtime._cl().enqueue_copy(self.rt.queue, out._buf, host, is_blocking=True)
+        return out
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        """Copy ``x`` to the host (waits for the kernels that produce it)."""
+        host = np.empty(x.shape, dtype=x.dtype)
+        if host.size == 0:
+            return host
+        src = self._contiguous(x)
+        _runtime._cl().enqueue_copy(
+            self.rt.queue,
+            host,
+            src._buf,
+            src_offset=src._offset * x.dtype.itemsize,
+            is_blocking=True,
+        )
+        return host
+
+    def full(self, shape: Shape, fill_value: bool | int | float, dtype: np.dtype) -> OpenCLArray:
+        """A new array filled with ``fill_value`` (clEnqueueFillBuffer)."""
+        out = self._empty(tuple(shape), dtype)
+        if out.size:
+            pattern = np.array([fill_value]).astype(out.dtype)
+            if out.dtype == np.bool_:
+                pattern = pattern.view(np.uint8)
+            _runtime._cl().enqueue_fill_buffer(
+                self.rt.queue, out._buf, pattern, 0, out.size * out.dtype.itemsize
+            )
+        return out
+
+    # -- element-wise ------------------------------------------------------------------------------
+    def unary(self, op: str, x: Array, out: Array | None = None) -> OpenCLArray:
+        """Element-wise ``op`` (strided kernel per op and dtype)."""
+        boolean = op in ("isnan", "isinf", "logical_not")
+        if out is None:
+            out = self._empty(x.shape, np.dtype(np.bool_) if boolean else x.dtype)
+        return self._elementwise("ew", x.dtype.name, f"u_{op}", out, x)
+
+    def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> OpenCLArray:
+        """Element-wise ``op`` with broadcasting over strided inputs."""
+        if out is None:
+            shape = tuple(np.broadcast_shapes(x1.shape, x2.shape))
+            boolean = op.startswith("logical") or op in (
+                "equal",
+                "not_equal",
+                "less",
+                "less_equal",
+                "greater",
+                "greater_equal",
+            )
+            out = self._empty(shape, np.dtype(np.bool_) if boolean else x1.dtype)
+        if x1.dtype == np.bool_ and op in ("subtract", "divide", "floor_divide", "remainder", "pow"):
+            raise TypeError(f"{op}: not defined for bool arrays on the OpenCL backend")
+        return self._elementwise("ew", x1.dtype.name, f"b_{op}", out, x1, x2)
+
+    def where(self, condition: Array, x1: Array, x2: Array) -> OpenCLArray:
+        """Element-wise select with broadcasting."""
+        shape = tuple(np.broadcast_shapes(condition.shape, x1.shape, x2.shape))
+        out = self._empty(shape, x1.dtype)
+        return self._elementwise("ew", x1.dtype.name, "where", out, condition, x1, x2)
+
+    def astype(self, x: Array, dtype: np.dtype) -> OpenCLArray:
+        """A converted copy (a contiguous copy for the same dtype)."""
+        dt = self._check_dtype(dtype)
+        out = self._empty(x.shape, dt)
+        if out.size == 0:
+            return out
+        if dt == x.dtype and x.is_contiguous:
+            _runtime._cl().enqueue_copy(
+                self.rt.queue,
+                out._buf,
+                x._buf,
+                src_offset=x._offset * dt.itemsize,
+                byte_count=out.size * dt.itemsize,
+            )
+            return out
+        return self._elementwise("cast", x.dtype.name, f"cast_{dt.name}", out, x)
+
+    # -- reductions --------------------------------------------------------------------------------
+    def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> OpenCLArray:
+        """``op`` over ``axes``: kept axes index rows, reduced axes are walked per work-item."""
+        keep = [i for i in range(x.ndim) if i not in axes]
+        kept_shape = tuple(x.shape[i] for i in keep)
+        final = (
+            tuple(1 if i in axes else s for i, s in enumerate(x.shape)) if keepdims else kept_shape
+        )
+        m = math.prod(kept_shape)
+        k = math.prod(x.shape[i] for i in axes)
+        if m == 0:
+            return self._empty(final, x.dtype)
+        if k == 0:
+            return self.full(final, _IDENTITY[op], x.dtype)
+        kshape, (kstrides,) = _collapse(kept_shape, [tuple(x.strides[i] for i in keep)])
+        rshape, (rstrides,) = _collapse(
+            tuple(x.shape[i] for i in axes), [tuple(x.strides[i] for i in axes)]
+        )
+        kernel = self.rt.kernel("red", x.dtype.name, f"red_{op}")
+        src: OpenCLArray = x
+        while True:
+            chunk = _CHUNK if k > _SPLIT else k
+            chunks = -(-k // chunk)
+            tmp = self._empty((m * chunks,), x.dtype)
+            meta = self.rt.meta(kshape + kstrides + rshape + rstrides)
+            self.rt.launch(
+                kernel,
+                m * chunks,
+                np.int64(m * chunks),
+                np.int64(chunks),
+                np.int64(chunk),
+                np.int64(k),
+                np.int32(len(kshape)),
+                np.int32(len(rshape)),
+                meta,
+                tmp._buf,
+                src._buf,
+                np.int64(src._offset),
+            )
+            if chunks == 1:
+                return OpenCLArray(self.rt, tmp._buf, final, x.dtype)
+            src, k = tmp, chunks
+            kshape, kstrides, rshape, rstrides = (m,), (chunks,), (chunks,), (1,)
+
+    def arg_reduce(self, op: str, x: Array, axis: int, keepdims: bool) -> OpenCLArray:
+        """Index of the first max/min along ``axis`` (NaN counts as the extreme, as in NumPy)."""
+        keep = [i for i in range(x.ndim) if i != axis]
+        kept_shape = tuple(x.shape[i] for i in keep)
+        final = (
+            tuple(1 if i == axis else s for i, s in enumerate(x.shape)) if keepdims else kept_shape
+        )
+        out = self._empty(final, np.dtype(np.int64))
+        m = math.prod(kept_shape)
+        if m == 0:
+            return out
+        kshape, (kstrides,) = _collapse(kept_shape, [tuple(x.strides[i] for i in keep)])
+        self.rt.launch(
+            self.rt.kernel("red", x.dtype.name, op),
+            m,
+            np.int64(m),
+            np.int64(x.shape[axis]),
+            np.int64(x.strides[axis]),
+            np.int32(len(kshape)),
+            self.rt.meta(kshape + kstrides),
+            out._buf,
+            x._buf,
+            np.int64(x._offset),
+        )
+        return out
+
+    # -- linear algebra ----------------------------------------------------------------------------
+    def matmul(self, x1: Array, x2: Array) -> OpenCLArray:
+        """Batched matrix product: CLBlast GEMM for floats, a plain kernel for integers."""
+        m, k = x1.shape[-2:]
+        n = x2.shape[-1]
+        batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+        dt = x1.dtype
+        out = self._empty((*batch, m, n), dt)
+        if out.size == 0:
+            return out
+        if k == 0:
+            return self.full(out.shape, 0, dt)
+        nb = math.prod(batch)
+        if dt.name in ("float32", "float64") or (dt.name == "float16" and self.rt.fp16):
+            self._gemm(x1, x2, out, batch, m, n, k)
+            return out
+        a = self._contiguous(self.broadcast_to(x1, (*batch, m, k)))
+        b = self._contiguous(self.broadcast_to(x2, (*batch, k, n)))
+        self.rt.launch(
+            self.rt.kernel("idx", dt.name, "matmul"),
+            out.size,
+            np.int64(nb),
+            np.int64(m),
+            np.int64(n),
+            np.int64(k),
+            out._buf,
+            a._buf,
+            np.int64(a._offset),
+            b._buf,
+            np.int64(b._offset),
+        )
+        return out
+
+    def _gemm_operand(self, x: OpenCLArray) -> tuple[OpenCLArray, bool, int]:
+        """(array, transposed, leading dimension) of a 2-D operand, copying only if needed."""
+        rows, cols = x.shape
+        rs, cs = x.strides
+        if (cs == 1 or cols == 1) and rs >= max(cols, 1):
+            return x, False, rs
+        if (rs == 1 or rows == 1) and cs >= max(rows, 1):
+            return x, True, cs
+        c = self.astype(x, x.dtype)
+        return c, False, max(cols, 1)
+
+    def _gemm(
+        self,
+        x1: OpenCLArray,
+        x2: OpenCLArray,
+        out: OpenCLArray,
+        batch: tuple[int, ...],
+        m: int,
+        n: int,
+        k: int,
+    ) -> None:
+        import pyclblast
+
+        cla = _runtime._cl().array
+        dt = out.dtype
+        q = self.rt.queue
+
+        def wrap(x: OpenCLArray) -> Any:
+            count = x._buf.size // dt.itemsize
+            return cla.Array(q, (1, count), dt, data=x._buf)
+
+        if math.prod(x2.shape[:-2]) == 1:
+            # One GEMM: the batch axes of x1 fold into its rows.
+            b2 = self.reshape(x2, (k, n)) if x2.ndim != 2 else x2
+            rows = math.prod(batch) * m
+            a2 = x1
+            if x1.ndim != 2:
+                a2 = self.reshape(self.broadcast_to(x1, (*batch, m, k)), (rows, k))
+            a2, at, lda = self._gemm_operand(a2)
+            b2, bt, ldb = self._gemm_operand(b2)
+            pyclblast.gemm(
+                q, rows, n, k, wrap(a2), wrap(b2), wrap(out), a_ld=lda, b_ld=ldb, c_ld=n,
+                a_transp=at, b_transp=bt, a_offset=a2._offset, b_offset=b2._offset,
+            )  # fmt: skip
+            return
+        a = self._contiguous(self.broadcast_to(x1, (*batch, m, k)))
+        b = self._contiguous(self.broadcast_to(x2, (*batch, k, n)))
+        nb = math.prod(batch)
+        pyclblast.gemmStridedBatched(
+            q, m, n, k, nb, wrap(a), wrap(b), wrap(out), a_ld=k, b_ld=n, c_ld=n,
+            a_stride=m * k, b_stride=k * n, c_stride=m * n, a_offset=a._offset,
+            b_offset=b._offset,
+        )  # fmt: skip
+
+    # -- layout ------------------------------------------------------------------------------------
+    def _view(self, x: OpenCLArray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int):
+        return OpenCLArray(self.rt, x._buf, shape, x.dtype, strides, offset)
+
+    def reshape(self, x: Array, shape: Shape) -> OpenCLArray:
+        """A view when ``x`` is contiguous, else a contiguous copy reshaped."""
+        shape = tuple(shape)
+        src = self._contiguous(x)
+        return self._view(src, shape, contiguous_strides(shape), src._offset)
+
+    def permute_dims(self, x: Array, axes: tuple[int, ...]) -> OpenCLArray:
+        """A view with the axes reordered."""
+        return self._view(
+            x, tuple(x.shape[a] for a in axes), tuple(x.strides[a] for a in axes), x._offset
+        )
+
+    def broadcast_to(self, x: Array, shape: Shape) -> OpenCLArray:
+        """A view with zero strides on the broadcast axes."""
+        shape = tuple(shape)
+        return self._view(x, shape, _broadcast_strides(x, shape), x._offset)
+
+    def getitem(self, x: Array, key: Key) -> OpenCLArray:
+        """Basic indexing as a strided view (no copy)."""
+        shape: list[int] = []
+        strides: list[int] = []
+        offset = x._offset
+        axis = 0
+        for k in key:
+            if k is None:
+                shape.append(1)
+                strides.append(0)
+                continue
+            size, stride = x.shape[axis], x.strides[axis]
+            axis += 1
+            if isinstance(k, slice):
+                start, stop, step = k.indices(size)
+                length = len(range(start, stop, step))
+                if length:
+                    offset += start * stride
+                shape.append(length)
+                strides.append(stride * step)
+            else:
+                offset += int(k) * stride
+        shape += list(x.shape[axis:])
+        strides += list(x.strides[axis:])
+        return self._view(x, tuple(shape), tuple(strides), offset)
+
+    def setitem(self, x: Array, key: Key, value: Array) -> None:
+        """Write ``value`` (broadcast) into the view ``x[key]`` with a strided copy kernel."""
+        target = self.getitem(x, key)
+        if target.size == 0:
+            return
+        if value._buf is x._buf:
+            value = self.astype(value, value.dtype)  # the source may overlap the target
+        self._elementwise("cast", value.dtype.name, f"cast_{x.dtype.name}", target, value)
+
+    # -- gather / scatter --------------------------------------------------------------------------
+    def take(self, x: Array, indices: Array, axis: int) -> OpenCLArray:
+        """Gather along ``axis``; the output is contiguous."""
+        idx = self._contiguous(indices)
+        shape = (*x.shape[:axis], idx.shape[0], *x.shape[axis + 1 :])
+        out = self._empty(shape, x.dtype)
+        if out.size == 0:
+            return out
+        meta = self.rt.meta(shape + x.strides)
+        self.rt.launch(
+            self.rt.kernel("idx", x.dtype.name, "take"),
+            out.size,
+            np.int64(out.size),
+            np.int32(len(shape)),
+            np.int32(axis),
+            meta,
+            out._buf,
+            x._buf,
+            np.int64(x._offset),
+            idx._buf,
+            np.int64(idx._offset),
+        )
+        return out
+
+    def scatter_add(self, out: Array, indices: Array, values: Array, axis: int) -> None:
+        """Add along ``axis``: one work-item per position off the axis loops over the indices,
+        so repeated indices accumulate deterministically without atomics."""
+        idx = self._contiguous(indices)
+        n_idx = idx.shape[0]
+        iter_shape = tuple(1 if i == axis else s for i, s in enumerate(out.shape))
+        m = math.prod(iter_shape)
+        if m == 0 or n_idx == 0:
+            return
+        if values._buf is out._buf:
+            values = self.astype(values, values.dtype)
+        meta = self.rt.meta(iter_shape + out.strides + values.strides)
+        self.rt.launch(
+            self.rt.kernel("idx", out.dtype.name, "scatter_add"),
+            m,
+            np.int64(m),
+            np.int32(len(iter_shape)),
+            np.int32(axis),
+            np.int64(n_idx),
+            meta,
+            out._buf,
+            np.int64(out._offset),
+            values._buf,
+            np.int64(values._offset),
+            idx._buf,
+            np.int64(idx._offset),
+        )
+
+    # -- random numbers ----------------------------------------------------------------------------
+    def rng_state(self, seed: int) -> list[int]:
+        """``[seed, counter]``: Philox4x32-10 keyed by the seed, counting elements drawn."""
+        return [int(seed) & 0xFFFFFFFFFFFFFFFF, 0]
+
+    def rng_uniform(self, state: Any, shape: Shape, dtype: np.dtype) -> OpenCLArray:
+        """Uniform samples in [0, 1): element ``i`` is Philox(seed, counter + i)."""
+        out = self._empty(tuple(shape), dtype)
+        n = out.size
+        if n:
+            seed, counter = state
+            self.rt.launch(
+                self.rt.kernel("rng", out.dtype.name, "uniform"),
+                n,
+                np.int64(n),
+                out._buf,
+                np.uint32(seed & 0xFFFFFFFF),
+                np.uint32(seed >> 32),
+                np.uint64(counter),
+            )
+            state[1] = counter + n
+        return out

@@ -1,0 +1,486 @@
+"""OpenCL C source of the backend's kernels, generated per (family, dtype).
+
+One *program* holds every kernel of one family for one dtype (``("ew", "float32")`` holds all
+element-wise ops on float32). Kernels take shapes and strides as arguments (a small ``long``
+buffer, ``meta``), never as compile-time constants, so the number of distinct kernels is fixed
+by (op, dtype) and does not grow with the shapes a program meets. PoCL compiles a program on
+first use and caches the binary in ``POCL_CACHE_DIR``.
+"""
+
+from __future__ import annotations
+
+#: OpenCL C storage type of each arraycore dtype (bool is stored as one byte, 0 or 1).
+CTYPES: dict[str, str] = {
+    "bool": "uchar",
+    "int8": "char",
+    "int16": "short",
+    "int32": "int",
+    "int64": "long",
+    "uint8": "uchar",
+    "float16": "half",
+    "float32": "float",
+    "float64": "double",
+}
+
+#: Type arithmetic runs in (half computes in float, as NumPy does).
+COMPUTE: dict[str, str] = {**CTYPES, "float16": "float"}
+
+INT_MIN: dict[str, str] = {
+    "bool": "0",
+    "int8": "CHAR_MIN",
+    "int16": "SHRT_MIN",
+    "int32": "INT_MIN",
+    "int64": "LONG_MIN",
+    "uint8": "0",
+}
+INT_MAX: dict[str, str] = {
+    "bool": "1",
+    "int8": "CHAR_MAX",
+    "int16": "SHRT_MAX",
+    "int32": "INT_MAX",
+    "int64": "LONG_MAX",
+    "uint8": "UCHAR_MAX",
+}
+
+FLOATS = frozenset({"float16", "float32", "float64"})
+SIGNED = frozenset({"int8", "int16", "int32", "int64"})
+
+
+def preamble(fp64: bool, fp16: bool) -> str:
+    """Extension pragmas for the device."""
+    lines = []
+    if fp64:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
+    if fp16:
+        lines.append("#pragma OPENCL EXTENSION cl_khr_fp16 : enable")
+    return "\n".join(lines) + "\n"
+
+
+# -- element-wise ---------------------------------------------------------------------------------
+def _unary_exprs(dt: str) -> dict[str, tuple[str, bool]]:
+    """op -> (expression of ``x``, whether the result is bool)."""
+    if dt in FLOATS:
+        ct = COMPUTE[dt]
+        out = {
+            name: (f"{name}(x)", False)
+            for name in ("sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "floor")
+        }
+        out.update(
+            negative=("-x", False),
+            abs=("fabs(x)", False),
+            ceil=("ceil(x)", False),
+            round=("rint(x)", False),
+            sign=(f"isnan(x) ? x : (x > ({ct})0 ? ({ct})1 : (x < ({ct})0 ? ({ct})-1 : x))", False),
+            isnan=("isnan(x)", True),
+            isinf=("isinf(x)", True),
+            logical_not=(f"x == ({ct})0", True),
+        )
+        return out
+    if dt == "bool":
+        return {
+            "logical_not": ("x == 0", True),
+            "abs": ("x", True),
+            "floor": ("x", True),
+            "ceil": ("x", True),
+            "round": ("x", True),
+        }
+    out = {
+        "negative": ("-x", False),
+        "floor": ("x", False),
+        "ceil": ("x", False),
+        "round": ("x", False),
+        "logical_not": ("x == 0", True),
+    }
+    if dt in SIGNED:
+        out["abs"] = ("x < 0 ? -x : x", False)
+        out["sign"] = ("x > 0 ? 1 : (x < 0 ? -1 : 0)", False)
+    else:
+        out["abs"] = ("x", False)
+        out["sign"] = ("x > 0 ? 1 : 0", False)
+    return out
+
+
+_COMPARE = {
+    "equal": "x == y",
+    "not_equal": "x != y",
+    "less": "x < y",
+    "less_equal": "x <= y",
+    "greater": "x > y",
+    "greater_equal": "x >= y",
+    "logical_and": "(x != 0) && (y != 0)",
+    "logical_or": "(x != 0) || (y != 0)",
+}
+
+
+def _binary_exprs(dt: str) -> dict[str, tuple[str, bool]]:
+    """op -> (expression of ``x`` and ``y``, whether the result is bool)."""
+    out = {name: (expr, True) for name, expr in _COMPARE.items()}
+    ct = COMPUTE[dt]
+    if dt == "bool":
+        out.update(
+            add=("x | y", True),
+            multiply=("x & y", True),
+            maximum=("x | y", True),
+            minimum=("x & y", True),
+        )
+        return out
+    out.update(add=("x + y", False), subtract=("x - y", False), multiply=("x * y", False))
+    if dt in FLOATS:
+        out.update(
+            divide=("x / y", False),
+            floor_divide=(f"floordiv_{ct}(x, y)", False),
+            remainder=(f"pymod_{ct}(x, y)", False),
+            pow=("pow(x, y)", False),
+            maximum=("(x > y || isnan(x)) ? x : y", False),
+            minimum=("(x < y || isnan(x)) ? x : y", False),
+        )
+    else:
+        out.update(
+            floor_divide=(f"ifloordiv_{ct}(x, y)", False),
+            remainder=(f"imod_{ct}(x, y)", False),
+            pow=(f"ipow_{ct}(x, y)", False),
+            maximum=("x > y ? x : y", False),
+            minimum=("x < y ? x : y", False),
+        )
+    return out
+
+
+def _helpers(dt: str) -> str:
+    """Helper functions: NumPy's floor division, remainder and integer power."""
+    ct = COMPUTE[dt]
+    if dt == "bool":
+        return ""
+    if dt in FLOATS:
+        return f"""
+static {ct} floordiv_{ct}({ct} a, {ct} b) {{
+    if (b == ({ct})0) return a / b;
+    {ct} mod = fmod(a, b);
+    {ct} div = (a - mod) / b;
+    if (mod != ({ct})0 && ((b < ({ct})0) != (mod < ({ct})0))) div -= ({ct})1;
+    if (div != ({ct})0) {{
+        {ct} fl = floor(div);
+        if (div - fl > ({ct})0.5) fl += ({ct})1;
+        return fl;
+    }}
+    return copysign(({ct})0, a / b);
+}}
+static {ct} pymod_{ct}({ct} a, {ct} b) {{
+    {ct} mod = fmod(a, b);
+    if (b == ({ct})0) return mod;
+    if (mod != ({ct})0) {{
+        if ((b < ({ct})0) != (mod < ({ct})0)) mod += b;
+        return mod;
+    }}
+    return copysign(({ct})0, b);
+}}
+"""
+    # b == -1 is handled apart: MIN / -1 traps on x86 (NumPy gives MIN, or 0 for the remainder).
+    neg = "if (b == -1) return ({ct})(-a);" if dt in SIGNED else ""
+    negm = "if (b == -1) return 0;" if dt in SIGNED else ""
+    return f"""
+static {ct} ifloordiv_{ct}({ct} a, {ct} b) {{
+    if (b == 0) return 0;
+    {neg.format(ct=ct)}
+    {ct} q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;
+    return q;
+}}
+static {ct} imod_{ct}({ct} a, {ct} b) {{
+    if (b == 0) return 0;
+    {negm}
+    {ct} r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}}
+static {ct} ipow_{ct}({ct} a, {ct} b) {{
+    {ct} r = 1;
+    while (b > 0) {{
+        if (b & 1) r *= a;
+        a *= a;
+        b >>= 1;
+    }}
+    return r;
+}}
+"""
+
+
+def _strided_kernel(name: str, out_t: str, ins: list[tuple[str, str]], body: str) -> str:
+    """An element-wise kernel over one output and ``ins`` (type, value name) operands.
+
+    Arguments: ``n`` elements, ``nd`` axes, ``meta`` = shape, then the strides of the output and
+    of each input (in elements), then ``out, out_offset, in0, in0_offset, ...``.
+    """
+    args = [f"__global {out_t}* out", "const long o_off"]
+    for i, (t, _v) in enumerate(ins):
+        args += [f"__global const {t}* a{i}", f"const long off{i}"]
+    inits = ["long po = o_off;"] + [f"long p{i} = off{i};" for i in range(len(ins))]
+    steps = ["po += c * meta[nd + d];"] + [
+        f"p{i} += c * meta[{i + 2} * nd + d];" for i in range(len(ins))
+    ]
+    last = ["po += rem * meta[nd];"] + [f"p{i} += rem * meta[{i + 2} * nd];" for i in range(len(ins))]
+    return f"""
+__kernel void {name}(const long n, const int nd, __global const long* meta, {", ".join(args)}) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    long rem = gid;
+    {" ".join(inits)}
+    for (int d = nd - 1; d > 0; --d) {{
+        const long s = meta[d];
+        const long c = rem % s;
+        rem /= s;
+        {" ".join(steps)}
+    }}
+    {" ".join(last)}
+    {body}
+}}
+"""
+
+
+def elementwise_program(dt: str, all_dtypes: list[str]) -> str:
+    """Unary, binary and ``where`` kernels of one dtype."""
+    t, ct = CTYPES[dt], COMPUTE[dt]
+    parts = [_helpers(dt)]
+    for op, (expr, boolean) in sorted(_unary_exprs(dt).items()):
+        out_t = "uchar" if boolean else t
+        body = f"const {ct} x = ({ct})a0[p0]; out[po] = ({out_t})({expr});"
+        parts.append(_strided_kernel(f"u_{op}", out_t, [(t, "x")], body))
+    for op, (expr, boolean) in sorted(_binary_exprs(dt).items()):
+        out_t = "uchar" if boolean else t
+        body = (
+            f"const {ct} x = ({ct})a0[p0]; const {ct} y = ({ct})a1[p1]; "
+            f"out[po] = ({out_t})({expr});"
+        )
+        parts.append(_strided_kernel(f"b_{op}", out_t, [(t, "x"), (t, "y")], body))
+    parts.append(
+        _strided_kernel(
+            "where",
+            t,
+            [("uchar", "c"), (t, "x"), (t, "y")],
+            "out[po] = a0[p0] ? a1[p1] : a2[p2];",
+        )
+    )
+    return "\n".join(parts)
+
+
+def _cast_expr(src: str, dst: str) -> str:
+    """``x`` (of dtype ``src``) converted to ``dst`` as NumPy converts it."""
+    t = CTYPES[dst]
+    if dst == "bool":
+        return "(uchar)(x != 0)"
+    if src in FLOATS and dst not in FLOATS:
+        return f"({t})(long)x"
+    if src == "float16" or dst == "float16":
+        return f"({t})(float)x"
+    return f"({t})x"
+
+
+def cast_program(src: str, all_dtypes: list[str]) -> str:
+    """Kernels converting ``src`` to every dtype (``cast_<dst>``; to itself: a strided copy)."""
+    parts = []
+    for dst in all_dtypes:
+        body = f"const {CTYPES[src]} x = a0[p0]; out[po] = {_cast_expr(src, dst)};"
+        parts.append(_strided_kernel(f"cast_{dst}", CTYPES[dst], [(CTYPES[src], "x")], body))
+    return "\n".join(parts)
+
+
+# -- reductions -----------------------------------------------------------------------------------
+def _reduce_ops(dt: str) -> dict[str, tuple[str, str]]:
+    """op -> (initial accumulator, update of ``acc`` with ``v``)."""
+    ct = COMPUTE[dt]
+    if dt in FLOATS:
+        lo, hi = f"({ct})(-INFINITY)", f"({ct})INFINITY"
+        vmax = "acc = (v > acc || isnan(v)) ? v : acc;"
+        vmin = "acc = (v < acc || isnan(v)) ? v : acc;"
+    else:
+        lo, hi = INT_MIN[dt], INT_MAX[dt]
+        vmax = "acc = v > acc ? v : acc;"
+        vmin = "acc = v < acc ? v : acc;"
+    return {
+        "sum": (f"({ct})0", "acc += v;"),
+        "prod": (f"({ct})1", "acc *= v;"),
+        "max": (lo, vmax),
+        "min": (hi, vmin),
+        "any": (f"({ct})0", f"acc = (acc != ({ct})0 || v != ({ct})0) ? ({ct})1 : ({ct})0;"),
+        "all": (f"({ct})1", f"acc = (acc != ({ct})0 && v != ({ct})0) ? ({ct})1 : ({ct})0;"),
+    }
+
+
+_OFFSET_FN = """
+static long strided_offset(long idx, const int nd, __global const long* shape,
+                           __global const long* strides) {
+    long off = 0;
+    for (int d = nd - 1; d > 0; --d) {
+        const long s = shape[d];
+        off += (idx % s) * strides[d];
+        idx /= s;
+    }
+    if (nd > 0) off += idx * strides[0];
+    return off;
+}
+"""
+
+
+def reduce_program(dt: str, all_dtypes: list[str]) -> str:
+    """``red_<op>``: rows of kept axes, each reducing a chunk of the reduced axes; arg-reduce.
+
+    ``meta`` = kept shape (nk), kept strides (nk), reduced shape (nr), reduced strides (nr).
+    Work-item ``j`` of ``m = rows * chunks`` reduces chunk ``j % chunks`` of row ``j / chunks``
+    into ``out[j]``; a second launch over the partial results finishes long reductions.
+    """
+    t, ct = CTYPES[dt], COMPUTE[dt]
+    parts = [_OFFSET_FN]
+    for op, (init, update) in sorted(_reduce_ops(dt).items()):
+        parts.append(f"""
+__kernel void red_{op}(const long m, const long chunks, const long chunk, const long k,
+                       const int nk, const int nr, __global const long* meta,
+                       __global {t}* out, __global const {t}* a, const long a_off) {{
+    const long j = get_global_id(0);
+    if (j >= m) return;
+    const long row = j / chunks;
+    const long start = (j % chunks) * chunk;
+    const long stop = min(k, start + chunk);
+    const long base = a_off + strided_offset(row, nk, meta, meta + nk);
+    {ct} acc = {init};
+    if (nr == 1) {{
+        const long st = meta[2 * nk + 1];
+        for (long r = start; r < stop; ++r) {{
+            const {ct} v = ({ct})a[base + r * st];
+            {update}
+        }}
+    }} else {{
+        for (long r = start; r < stop; ++r) {{
+            const {ct} v = ({ct})a[base + strided_offset(r, nr, meta + 2 * nk, meta + 2 * nk + nr)];
+            {update}
+        }}
+    }}
+    out[j] = ({t})acc;
+}}
+""")
+    for op, cmp in (("argmax", ">"), ("argmin", "<")):
+        nan_best = "if (isnan(best)) break;" if dt in FLOATS else ""
+        better = f"(v {cmp} best || isnan(v))" if dt in FLOATS else f"v {cmp} best"
+        parts.append(f"""
+__kernel void {op}(const long m, const long k, const long st, const int nk,
+                   __global const long* meta, __global long* out, __global const {t}* a,
+                   const long a_off) {{
+    const long j = get_global_id(0);
+    if (j >= m) return;
+    const long base = a_off + strided_offset(j, nk, meta, meta + nk);
+    {ct} best = ({ct})a[base];
+    long bi = 0;
+    for (long r = 1; r < k; ++r) {{
+        {nan_best}
+        const {ct} v = ({ct})a[base + r * st];
+        if ({better}) {{ best = v; bi = r; }}
+    }}
+    out[j] = bi;
+}}
+""")
+    return "\n".join(parts)
+
+
+# -- gather, scatter, matmul ------------------------------------------------------------------------
+def index_program(dt: str, all_dtypes: list[str]) -> str:
+    """``take``, ``scatter_add`` and a plain batched ``matmul`` (for integer dtypes)."""
+    t, ct = CTYPES[dt], COMPUTE[dt]
+    return (
+        _OFFSET_FN
+        + f"""
+__kernel void take(const long n, const int nd, const int axis, __global const long* meta,
+                   __global {t}* out, __global const {t}* a, const long a_off,
+                   __global const long* idx, const long i_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    long rem = gid;
+    long p = a_off;
+    for (int d = nd - 1; d >= 0; --d) {{
+        const long s = meta[d];
+        const long c = rem % s;
+        rem /= s;
+        p += (d == axis ? idx[i_off + c] : c) * meta[nd + d];
+    }}
+    out[gid] = a[p];
+}}
+
+__kernel void scatter_add(const long m, const int nd, const int axis, const long n_idx,
+                          __global const long* meta, __global {t}* out, const long o_off,
+                          __global const {t}* v, const long v_off,
+                          __global const long* idx, const long i_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= m) return;
+    const long po = o_off + strided_offset(gid, nd, meta, meta + nd);
+    const long pv = v_off + strided_offset(gid, nd, meta, meta + 2 * nd);
+    const long so = meta[nd + axis];
+    const long sv = meta[2 * nd + axis];
+    for (long i = 0; i < n_idx; ++i) {{
+        const long q = po + idx[i_off + i] * so;
+        out[q] = ({t})(({ct})out[q] + ({ct})v[pv + i * sv]);
+    }}
+}}
+
+__kernel void matmul(const long batch, const long mr, const long nc, const long kk,
+                     __global {t}* out, __global const {t}* a, const long a_off,
+                     __global const {t}* b, const long b_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= batch * mr * nc) return;
+    const long col = gid % nc;
+    const long row = (gid / nc) % mr;
+    const long bt = gid / (nc * mr);
+    const long pa = a_off + bt * mr * kk + row * kk;
+    const long pb = b_off + bt * kk * nc + col;
+    {ct} acc = ({ct})0;
+    for (long q = 0; q < kk; ++q) acc += ({ct})a[pa + q] * ({ct})b[pb + q * nc];
+    out[gid] = ({t})acc;
+}}
+"""
+    )
+
+
+# -- random numbers ---------------------------------------------------------------------------------
+_PHILOX = """
+static uint4 philox4x32_10(uint4 c, uint2 k) {
+    for (int i = 0; i < 10; ++i) {
+        const uint hi0 = mul_hi(0xD2511F53u, c.x);
+        const uint lo0 = 0xD2511F53u * c.x;
+        const uint hi1 = mul_hi(0xCD9E8D57u, c.z);
+        const uint lo1 = 0xCD9E8D57u * c.z;
+        c = (uint4)(hi1 ^ c.y ^ k.x, lo1, hi0 ^ c.w ^ k.y, lo0);
+        k.x += 0x9E3779B9u;
+        k.y += 0xBB67AE85u;
+    }
+    return c;
+}
+"""
+
+
+def random_program(dt: str, all_dtypes: list[str]) -> str:
+    """``uniform``: Philox4x32-10 of (seed, counter + i), mapped to [0, 1)."""
+    t = CTYPES[dt]
+    if dt == "float64":
+        value = "(double)(((ulong)(r.x >> 5) << 26) | (ulong)(r.y >> 6)) * 0x1.0p-53"
+    elif dt == "float32":
+        value = "(float)(r.x >> 8) * 0x1.0p-24f"
+    else:
+        value = "(half)((float)(r.x >> 21) * 0x1.0p-11f)"
+    return (
+        _PHILOX
+        + f"""
+__kernel void uniform(const long n, __global {t}* out, const uint k0, const uint k1,
+                      const ulong ctr) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    const ulong c = ctr + (ulong)gid;
+    const uint4 r = philox4x32_10((uint4)((uint)c, (uint)(c >> 32), 0x5eedu, 0u), (uint2)(k0, k1));
+    out[gid] = {value};
+}}
+"""
+    )
+
+
+FAMILIES = {
+    "ew": elementwise_program,
+    "cast": cast_program,
+    "red": reduce_program,
+    "idx": index_program,
+    "rng": random_program,
+}

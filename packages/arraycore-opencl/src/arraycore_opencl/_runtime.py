@@ -1,0 +1,160 @@
+"""OpenCL devices, their contexts, queues, memory pools and compiled programs.
+
+One :class:`DeviceRuntime` per OpenCL device, shared by every backend instance on that device:
+one context, one in-order command queue (so kernels run asynchronously and in order), one memory
+pool, and the programs compiled for it, cached by (family, dtype).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from . import _codegen
+
+#: Work-group size of every launch (one size, so PoCL compiles each kernel once).
+LOCAL_SIZE = 128
+
+#: Environment variable that hides float64 on every device (to try a model as it would run on
+#: a device without double precision).
+ENV_NO_FP64 = "ARRAYCORE_OPENCL_NO_FP64"
+
+
+def _cl() -> Any:
+    import pyopencl
+
+    return pyopencl
+
+
+def device_table() -> list[tuple[int, int, Any, Any]]:
+    """(platform index, device index, platform, device) of every OpenCL device."""
+    cl = _cl()
+    table = []
+    for p, platform in enumerate(cl.get_platforms()):
+        try:
+            devices = platform.get_devices()
+        except cl.Error:
+            continue
+        for d, device in enumerate(devices):
+            table.append((p, d, platform, device))
+    return table
+
+
+def has_fp64(device: Any) -> bool:
+    """Whether ``device`` has double precision (``cl_khr_fp64`` or a double_fp_config)."""
+    if os.environ.get(ENV_NO_FP64, "").strip() not in ("", "0"):
+        return False
+    if "cl_khr_fp64" in device.extensions.split():
+        return True
+    try:
+        return bool(device.double_fp_config)
+    except Exception:
+        return False
+
+
+def has_fp16(device: Any) -> bool:
+    """Whether ``device`` has half-precision arithmetic (``cl_khr_fp16``)."""
+    return "cl_khr_fp16" in device.extensions.split()
+
+
+class DeviceRuntime:
+    """Context, queue, memory pool and program cache of one OpenCL device."""
+
+    def __init__(self, platform_index: int, device_index: int, device: Any) -> None:
+        cl = _cl()
+        import pyopencl.tools
+
+        self.id = f"{platform_index}:{device_index}"
+        self.cl_device = device
+        self.context = cl.Context([device])
+        self.queue = cl.CommandQueue(self.context, device)
+        self.pool = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(self.queue))
+        self.fp64 = has_fp64(device)
+        self.fp16 = has_fp16(device)
+        self.local_size = min(LOCAL_SIZE, int(device.max_work_group_size))
+        self.dtypes = [
+            n
+            for n in _codegen.CTYPES
+            if (n != "float64" or self.fp64) and (n != "float16" or self.fp16)
+        ]
+        self._programs: dict[tuple[str, str], Any] = {}
+        self._kernels: dict[tuple[str, str, str], Any] = {}
+        self._meta: dict[tuple[int, ...], Any] = {}
+        self._lock = threading.Lock()
+        #: Seconds spent building programs, and how many were built (for tests and tuning).
+        self.build_seconds = 0.0
+        self.builds = 0
+
+    # -- programs --------------------------------------------------------------------------------
+    def program(self, family: str, dtype: str) -> Any:
+        """The compiled program of ``family`` for ``dtype`` (built once, then cached)."""
+        key = (family, dtype)
+        found = self._programs.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            if key in self._programs:
+                return self._programs[key]
+            source = _codegen.preamble(self.fp64, self.fp16) + _codegen.FAMILIES[family](
+                dtype, self.dtypes
+            )
+            start = time.perf_counter()
+            program = _cl().Program(self.context, source).build()
+            self.build_seconds += time.perf_counter() - start
+            self.builds += 1
+            self._programs[key] = program
+            return program
+
+    def kernel(self, family: str, dtype: str, name: str) -> Any:
+        """Kernel ``name`` of the (family, dtype) program (kernel objects are cached too)."""
+        key = (family, dtype, name)
+        found = self._kernels.get(key)
+        if found is None:
+            found = getattr(self.program(family, dtype), name)
+            self._kernels[key] = found
+        return found
+
+    def launch(self, kernel: Any, n: int, *args: Any) -> None:
+        """Run ``kernel`` over ``n`` work-items (rounded up to whole work-groups)."""
+        if n <= 0:
+            return
+        ls = self.local_size
+        kernel(self.queue, (-(-n // ls) * ls,), (ls,), *args)
+
+    # -- memory ------------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Any:
+        """A pooled buffer of at least ``nbytes`` (never zero bytes)."""
+        return self.pool.allocate(max(int(nbytes), 8))
+
+    def meta(self, values: tuple[int, ...]) -> Any:
+        """A read-only device buffer of int64 ``values`` (shapes and strides), cached."""
+        found = self._meta.get(values)
+        if found is None:
+            cl = _cl()
+            host = np.array(values if values else (0,), dtype=np.int64)
+            found = cl.Buffer(
+                self.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=host
+            )
+            if len(self._meta) > 8192:
+                self._meta.clear()
+            self._meta[values] = found
+        return found
+
+
+_runtimes: dict[str, DeviceRuntime] = {}
+_runtimes_lock = threading.Lock()
+
+
+def runtime(platform_index: int, device_index: int, device: Any) -> DeviceRuntime:
+    """The shared runtime of one device."""
+    key = f"{platform_index}:{device_index}"
+    with _runtimes_lock:
+        found = _runtimes.get(key)
+        if found is None:
+            found = DeviceRuntime(platform_index, device_index, device)
+            _runtimes[key] = found
+        return found
