@@ -57,6 +57,8 @@ def _collapse(
 def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Strides of ``x`` broadcast to ``shape`` (0 on new or stretched axes)."""
     lead = len(shape) - len(x.shape)
+    if lead < 0 or any(s not in (1, t) for s, t in zip(x.shape, shape[lead:], strict=True)):
+        raise ValueError(f"shape {tuple(x.shape)} does not broadcast to {tuple(shape)}")
     out = [0] * lead
     for s, st, target in zip(x.shape, x.strides, shape[lead:], strict=True):
         out.append(st if s == target else 0)
@@ -212,7 +214,7 @@ class OpenCLBackend(Backend):
     # -- creation and transfer ------------------------------------------------------------------
     def from_numpy(self, a: np.ndarray) -> OpenCLArray:
         """Copy a host array to the device (blocking: the host array may change afterwards)."""
-        host = np.ascontiguousarray(a)
+        host = np.asarray(a, order="C")
         out = self._empty(tuple(host.shape), host.dtype)
         if host.size:
             _runtime._cl().enqueue_copy(self.rt.queue, out._buf, host, is_blocking=True)

@@ -17,6 +17,9 @@ CTYPES: dict[str, str] = {
     "int32": "int",
     "int64": "long",
     "uint8": "uchar",
+    "uint16": "ushort",
+    "uint32": "uint",
+    "uint64": "ulong",
     "float16": "half",
     "float32": "float",
     "float64": "double",
@@ -32,6 +35,9 @@ INT_MIN: dict[str, str] = {
     "int32": "INT_MIN",
     "int64": "LONG_MIN",
     "uint8": "0",
+    "uint16": "0",
+    "uint32": "0",
+    "uint64": "0",
 }
 INT_MAX: dict[str, str] = {
     "bool": "1",
@@ -40,6 +46,9 @@ INT_MAX: dict[str, str] = {
     "int32": "INT_MAX",
     "int64": "LONG_MAX",
     "uint8": "UCHAR_MAX",
+    "uint16": "USHRT_MAX",
+    "uint32": "UINT_MAX",
+    "uint64": "ULONG_MAX",
 }
 
 FLOATS = frozenset({"float16", "float32", "float64"})
@@ -78,6 +87,8 @@ def _unary_exprs(dt: str) -> dict[str, tuple[str, bool]]:
         return out
     if dt == "bool":
         return {
+            "isnan": ("0", True),
+            "isinf": ("0", True),
             "logical_not": ("x == 0", True),
             "abs": ("x", True),
             "floor": ("x", True),
@@ -90,6 +101,8 @@ def _unary_exprs(dt: str) -> dict[str, tuple[str, bool]]:
         "ceil": ("x", False),
         "round": ("x", False),
         "logical_not": ("x == 0", True),
+        "isnan": ("0", True),
+        "isinf": ("0", True),
     }
     if dt in SIGNED:
         out["abs"] = ("x < 0 ? -x : x", False)
