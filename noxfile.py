@@ -230,6 +230,31 @@ def install_check(session: nox.Session) -> None:
 
 
 @nox.session
+def bench(session: nox.Session) -> None:
+    """Time training steps: nnlayers vs hand-written NumPy and PyTorch CPU (not run by CI).
+
+    Runs ``packages/nnlayers/benchmarks/bench_training.py`` and writes its table into
+    ``docs/benchmarks.md``. ``torch==2.13.0`` is installed with plain pip, which takes the CPU
+    build where pip's configuration offers one; without torch its column is skipped with a note.
+    ``ARRAYCORE_BACKEND=opencl`` (or ``cuda``) adds a column for that backend where its device
+    exists. Arguments after ``--`` go to the script (``--threads 2``, ``--quick``, ``--only``).
+    """
+    nn = PACKAGES["nnlayers"]
+    backend = os.environ.get("ARRAYCORE_BACKEND", "numpy")
+    if backend in BACKENDS and BACKENDS[backend] is not CORE:
+        dist = BACKENDS[backend]
+        session.install(*dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ())))
+    session.install(*CORE.requirement(), *nn.requirement(), "threadpoolctl>=3.5", "pip")
+    try:
+        session.run("python", "-m", "pip", "install", "--quiet", "torch==2.13.0")
+    except nox.command.CommandFailed:
+        session.warn("torch==2.13.0 could not be installed: the PyTorch column is skipped")
+    script = nn.path / "benchmarks" / "bench_training.py"
+    args = session.posargs or ["--write", "docs/benchmarks.md"]
+    session.run("python", str(script), *args)
+
+
+@nox.session
 def demo(session: nox.Session) -> None:
     """Train the nnlayers digits CNN on the default (NumPy) backend; ARRAYCORE_BACKEND picks another.
 

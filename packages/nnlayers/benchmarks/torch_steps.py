@@ -1,0 +1,82 @@
+"""The same training steps in PyTorch (CPU), idiomatic: ``nn.Sequential``, ``F.cross_entropy``,
+``torch.optim.SGD(momentum=...)``, gradients set to ``None`` between steps.
+
+Imported only when torch is installed. Parameters are copied from nnlayers' initial values
+(affine weights transposed to PyTorch's ``(units, inputs)``).
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F  # noqa: N812
+
+
+def _load(module: nn.Module, params: list[np.ndarray]) -> None:
+    with torch.no_grad():
+        for p, value in zip(module.parameters(), params, strict=True):
+            v = value.T if p.ndim == 2 else value
+            p.copy_(torch.from_numpy(np.ascontiguousarray(v)))
+
+
+class TorchStep:
+    """One network, its optimiser, and ``step(x, labels) -> loss`` (a 0-d tensor)."""
+
+    def __init__(self, net: nn.Module, params: list[np.ndarray], lr: float, momentum: float):
+        self.net = net
+        _load(net, params)
+        self.opt = torch.optim.SGD(net.parameters(), lr=lr, momentum=momentum)
+
+    def step(self, x: Any, labels: Any) -> Any:
+        """Forward, backward and update for one batch."""
+        self.opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.net(x), labels)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
+
+
+def mlp(sizes: list[int], params: list[np.ndarray], lr: float = 0.01, momentum: float = 0.9):
+    """An MLP with ReLU between the affine layers."""
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(pairwise(sizes)):
+        layers.append(nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(nn.ReLU())
+    return TorchStep(nn.Sequential(*layers), params, lr, momentum)
+
+
+def lenet(params: list[np.ndarray], lr: float = 0.01, momentum: float = 0.9) -> TorchStep:
+    """The LeNet-style CNN of the benchmark."""
+    net = nn.Sequential(
+        nn.Conv2d(1, 20, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(20, 50, 5),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(800, 500),
+        nn.ReLU(),
+        nn.Linear(500, 10),
+    )
+    return TorchStep(net, params, lr, momentum)
+
+
+def to_torch(x: np.ndarray) -> Any:
+    """A tensor sharing ``x``'s memory."""
+    return torch.from_numpy(x)
+
+
+def set_threads(n: int) -> None:
+    """Intra-op threads for torch (and one inter-op thread)."""
+    torch.set_num_threads(n)
+
+
+def version() -> str:
+    """``torch 2.x`` with its build's BLAS."""
+    return f"torch {torch.__version__}"
