@@ -1,11 +1,17 @@
-"""arraycore's NVIDIA GPU backend: CuPy arrays, cuBLAS matmul and cuDNN ``nn`` kernels.
+"""arraycore's NVIDIA GPU backend: ``cupy.ndarray`` arrays, CuPy kernels and cuBLAS matmul.
 
-Selected with ``ARRAYCORE_BACKEND=cuda`` once installed (``pip install "arraycore[cuda12]"`` or
-``"arraycore[cuda13]"``). This is a placeholder: the CUDA backend issue fills it in.
+Selected with ``ARRAYCORE_BACKEND=cuda`` (``ARRAYCORE_DEVICE`` picks the GPU) once installed with
+``pip install "arraycore[cuda12]"`` or ``"arraycore[cuda13]"``. Importing this package never
+imports CuPy: on a machine without CuPy, without an NVIDIA driver or without a GPU it still
+imports, and ``arraycore info`` says why the backend cannot run there.
+
+The ``nn`` kernels are arraycore's derived im2col + matmul versions (matmul runs on cuBLAS);
+cuDNN is not used yet. This backend has not yet run on a GPU: see the README for the commands
+that verify it.
 """
+
+from .backend import INSTALL_HINT, CudaBackend
 
 __version__ = "0.1.0"
 
-
-class CudaBackend:
-    """Placeholder for the CUDA backend (the ``cuda`` entry point); not implemented yet."""
+__all__ = ["INSTALL_HINT", "CudaBackend", "__version__"]

@@ -1,0 +1,516 @@
+"""The CUDA backend: ``cupy.ndarray`` arrays on an NVIDIA GPU.
+
+The required primitives are CuPy calls (cuBLAS behind ``matmul``, CUDA atomics behind
+``scatter_add``, cuRAND behind the random generator). :meth:`CudaBackend.overrides` binds CuPy's
+own functions where their signature and semantics are meant to be the Array API standard's (CuPy
+14 follows NumPy 2), so ``xp.add`` costs what ``cupy.add`` costs; everything else, including the
+``nn`` kernels (im2col + matmul, i.e. cuBLAS), is arraycore's derived code running on these
+primitives. cuDNN is not used yet (see the package README).
+
+Nothing here imports CuPy at module import time: the class must load, and ``arraycore info``
+must explain what is missing, on machines without CuPy, without a driver or without a GPU.
+
+Devices. ``Device.id`` of this backend is a :class:`cupy.cuda.Device` subclass that is also
+hashable and equal to its integer index, so ``x.device == xp.__array_namespace_info__()
+.default_device()`` holds for a ``cupy.ndarray`` ``x`` and ``device=x.device`` or ``device=0``
+are both accepted where the namespace takes a device. CuPy allocates and launches on the
+*current* CUDA device (device 0 unless changed). For device 0 the backend calls CuPy directly;
+for any other device every primitive and override runs inside ``with cupy.cuda.Device(index)``.
+A program that makes another device current itself while using device 0 gets arrays on that
+device, which arraycore then rejects as a device mismatch rather than mixing them silently.
+
+Status: written without access to a GPU; nothing here has run on one yet (see the README for the
+commands that verify it).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from arraycore.backend import BINARY_OPS as _BINARY
+from arraycore.backend import (
+    REDUCE_OPS,
+    Array,
+    Backend,
+    BackendUnavailable,
+    Device,
+    Key,
+    Shape,
+)
+from arraycore.backend import UNARY_OPS as _UNARY
+from arraycore.errors import BackendMismatchError
+
+#: pip command quoted in "cannot run here" errors.
+INSTALL_HINT = 'pip install "arraycore[cuda12]"   (or "arraycore[cuda13]" for a CUDA 13 driver)'
+
+#: Environment variable switching the CuPy overrides off (``0``/``none``): the namespace then
+#: runs arraycore's derived functions on the primitives only. Meant for bisecting a conformance
+#: failure between the primitives and the bound CuPy functions.
+ENV_OVERRIDES = "ARRAYCORE_CUDA_OVERRIDES"
+
+#: The ``nn`` kernels in use, as ``arraycore info`` reports them.
+CONV_PATH = "nn kernels: arraycore's im2col + matmul (cuBLAS); cuDNN not used by this version"
+
+UNARY_OPS = tuple(sorted(_UNARY))
+BINARY_OPS = tuple(sorted(_BINARY))
+
+#: Namespace functions bound to the CuPy function of the same name. Each has the standard's
+#: positional parameters and keywords in CuPy 14.2 (checked with ``inspect.signature`` where
+#: CuPy exposes one; ufuncs take ``(x1, x2, out=)``); their numerical agreement with the NumPy
+#: reference is what the conformance kit checks on a GPU. Left to arraycore's derived versions:
+#: the creation functions and ``astype`` (no ``device=`` in CuPy), ``reshape`` (``newshape``),
+#: ``expand_dims``/``take_along_axis``/``repeat`` (different defaults), ``var``/``std``
+#: (``ddof``), ``where`` (scalar operands), ``vecdot`` (not in CuPy), ``to_numpy`` and
+#: ``inplace.copy``/``fill``/``scatter_add`` (arraycore's argument checks).
+SAME_AS_CUPY = (
+    "add", "subtract", "multiply", "divide", "floor_divide", "remainder", "maximum", "minimum",
+    "equal", "not_equal", "less", "less_equal", "greater", "greater_equal", "logical_and",
+    "logical_or", "logical_not", "negative", "positive", "abs", "sqrt", "square", "exp",
+    "expm1", "log", "log1p", "tanh", "sin", "cos", "floor", "ceil", "round", "isnan", "isinf",
+    "isfinite", "sum", "prod", "mean", "max", "min", "argmax", "argmin", "all", "any",
+    "cumulative_sum", "matmul", "tensordot", "matrix_transpose", "permute_dims", "squeeze",
+    "broadcast_to", "concat", "stack", "flip", "tile", "moveaxis", "take",
+)  # fmt: skip
+
+#: Every name :meth:`CudaBackend.overrides` may return (all are arraycore namespace names).
+OVERRIDE_NAMES = frozenset(
+    [
+        *SAME_AS_CUPY,
+        "pow",
+        "sign",
+        "from_dlpack",
+        *(f"inplace.{op}" for op in (*UNARY_OPS, *BINARY_OPS)),
+    ]
+)
+
+_REDUCTIONS = REDUCE_OPS
+_DLPACK_CUDA = frozenset({2, 3, 13})  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
+
+PRIMITIVES = (
+    "from_numpy", "to_numpy", "full", "unary", "binary", "where", "astype", "reduce",
+    "arg_reduce", "matmul", "reshape", "permute_dims", "broadcast_to", "getitem", "setitem",
+    "take", "scatter_add", "rng_state", "rng_uniform",
+)  # fmt: skip
+
+
+# -- discovery helpers ---------------------------------------------------------------------------
+def import_cupy() -> Any:
+    """The ``cupy`` module, or :class:`BackendUnavailable` naming the package to install."""
+    try:
+        import cupy
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"CuPy is not installed (the cuda backend runs on CuPy); install it with {INSTALL_HINT}"
+        ) from exc
+    except Exception as exc:  # a CuPy wheel whose CUDA libraries fail to load
+        raise BackendUnavailable(
+            f"CuPy is installed but failed to import ({type(exc).__name__}: {exc}); "
+            f"reinstall it with {INSTALL_HINT}"
+        ) from exc
+    return cupy
+
+
+def _version_text(number: int) -> str:
+    """CUDA's ``major * 1000 + minor * 10`` as ``major.minor``."""
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def _driver_version(cupy: Any) -> int | None:
+    """The CUDA version the installed NVIDIA driver supports (0: no driver), None if unknown."""
+    try:
+        return int(cupy.cuda.runtime.driverGetVersion())
+    except Exception:
+        return None
+
+
+def cuda_error_reason(cupy: Any, exc: BaseException) -> str:
+    """Why ``cudaGetDeviceCount`` failed, in a sentence that names the CUDA error.
+
+    The full error text is the exception's ``__cause__`` (``arraycore info`` prints it); the
+    sentence names the error code (``cudaErrorInsufficientDriver``, ``cudaErrorNoDevice``, ...).
+    """
+    text = str(exc)
+    code = text.split(":", 1)[0].strip()
+    error = code if code.startswith("cuda") else f"{type(exc).__name__}: {text}"
+    if "InsufficientDriver" in code:
+        driver = _driver_version(cupy)
+        try:
+            runtime = _version_text(int(cupy.cuda.runtime.runtimeGetVersion()))
+        except Exception:
+            runtime = "unknown"
+        if driver == 0:
+            return (
+                f"no NVIDIA driver is installed on this machine ({error}): CuPy's CUDA runtime "
+                f"{runtime} needs an NVIDIA driver and an NVIDIA GPU"
+            )
+        shown = "unknown" if driver is None else _version_text(driver)
+        return (
+            f"the NVIDIA driver (CUDA {shown}) is older than CuPy's CUDA runtime {runtime} "
+            f"({error}): update the driver, or use the cuda12 extra with a CUDA 12 driver"
+        )
+    if "NoDevice" in code:
+        return (
+            f"the NVIDIA driver sees no CUDA device ({error}): check nvidia-smi and "
+            "CUDA_VISIBLE_DEVICES"
+        )
+    return f"the CUDA runtime cannot list devices ({error})"
+
+
+@functools.cache
+def device_id_type() -> type:
+    """The class of this backend's device ids (a hashable :class:`cupy.cuda.Device`).
+
+    ``cupy.cuda.Device`` compares equal only to another ``Device`` and is unhashable; arraycore
+    keys namespaces by device id and compares ids with ``==``, so the id is a subclass that
+    also equals (and hashes like) its integer index. Built on first use: it needs CuPy.
+    """
+    import_cupy()  # BackendUnavailable with the install command if it is missing
+    import cupy
+
+    class CudaDeviceId(cupy.cuda.Device):
+        """A ``cupy.cuda.Device`` that is hashable and equal to its integer index."""
+
+        def __hash__(self) -> int:
+            return hash(int(self.id))
+
+        def __eq__(self, other: object) -> bool:
+            if isinstance(other, cupy.cuda.Device):
+                return bool(self.id == other.id)
+            if isinstance(other, int | np.integer) and not isinstance(other, bool):
+                return bool(self.id == other)
+            return NotImplemented
+
+        def __ne__(self, other: object) -> bool:
+            equal = self.__eq__(other)
+            return equal if equal is NotImplemented else not equal
+
+        def __str__(self) -> str:
+            return str(self.id)
+
+    return CudaDeviceId
+
+
+def _on_device(fn: Callable[..., Any], index: int) -> Callable[..., Any]:
+    """``fn`` run with CUDA device ``index`` current (a fresh context per call: thread-safe)."""
+    import cupy
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with cupy.cuda.Device(index):
+            return fn(*args, **kwargs)
+
+    return call
+
+
+def overrides_enabled() -> bool:
+    """Whether ``$ARRAYCORE_CUDA_OVERRIDES`` leaves the CuPy overrides on (the default)."""
+    value = os.environ.get(ENV_OVERRIDES, "").strip().lower()
+    if value in ("", "1", "all", "on", "true", "yes"):
+        return True
+    if value in ("0", "none", "off", "false", "no"):
+        return False
+    raise ValueError(f"${ENV_OVERRIDES} must be 'all' or 'none' (1/0), got {value!r}")
+
+
+# -- the backend ---------------------------------------------------------------------------------
+class CudaBackend(Backend):
+    """Arrays are ``cupy.ndarray`` on one NVIDIA GPU; kernels are CuPy's and cuBLAS.
+
+    >>> import arraycore  # doctest: +SKIP
+    >>> xp = arraycore.namespace("cuda")  # doctest: +SKIP
+    >>> xp.matmul(xp.ones((2, 3)), xp.ones((3, 2)))  # doctest: +SKIP
+    array([[3., 3.],
+           [3., 3.]])
+    """
+
+    name = "cuda"
+    install_hint = INSTALL_HINT
+
+    # -- discovery -------------------------------------------------------------------------------
+    @classmethod
+    def probe(cls) -> None:
+        """Raise :class:`BackendUnavailable` unless CuPy imports and the driver lists a GPU."""
+        cupy = import_cupy()
+        try:
+            count = int(cupy.cuda.runtime.getDeviceCount())
+        except Exception as exc:
+            raise BackendUnavailable(cuda_error_reason(cupy, exc)) from exc
+        if count < 1:
+            cause = RuntimeError("cudaGetDeviceCount() returned 0")
+            raise BackendUnavailable("the CUDA runtime reports no device") from cause
+
+    @classmethod
+    def version(cls) -> str:
+        """CuPy, the CUDA runtime and driver, and the ``nn`` kernel path (never raises)."""
+        try:
+            cupy = import_cupy()
+        except BackendUnavailable:
+            return "cupy not installed"
+        parts = [f"cupy {cupy.__version__}"]
+        try:
+            parts.append(
+                f"CUDA runtime {_version_text(int(cupy.cuda.runtime.runtimeGetVersion()))}"
+            )
+        except Exception:
+            parts.append("CUDA runtime unknown")
+        driver = _driver_version(cupy)
+        if driver is None:
+            parts.append("driver unknown")
+        else:
+            parts.append(f"driver CUDA {_version_text(driver)}" if driver else "no NVIDIA driver")
+        parts.append(CONV_PATH)
+        return ", ".join(parts)
+
+    @classmethod
+    def devices(cls) -> list[Device]:
+        """Every visible GPU, with its name, compute capability and memory."""
+        cupy = import_cupy()
+        make_id = device_id_type()
+        found = []
+        for index in range(int(cupy.cuda.runtime.getDeviceCount())):
+            props = cupy.cuda.runtime.getDeviceProperties(index)
+            raw = props.get("name", b"NVIDIA GPU")
+            name = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+            memory = props.get("totalGlobalMem", 0) / 2**30
+            arch = f"sm_{props.get('major', '?')}{props.get('minor', '?')}"
+            label = f"{name} ({arch}, {memory:.0f} GiB)"
+            found.append(Device("cuda", make_id(index), label, {"float64": True, "float16": True}))
+        return found
+
+    def __init__(self, device: str | int | None = None) -> None:
+        super().__init__(device)
+        import cupy
+
+        self._cp = cupy
+        self._ndarray = cupy.ndarray
+        self._index = int(self.device.id.id)
+        self._ufuncs: dict[str, Callable[..., Any]] = {
+            op: getattr(cupy, op) for op in (*UNARY_OPS, *BINARY_OPS)
+        }
+        self._ufuncs["pow"] = cupy.power
+        self._ufuncs["sign"] = _sign
+        if self._index != 0:
+            for name in PRIMITIVES:
+                setattr(self, name, _on_device(getattr(self, name), self._index))
+
+    # -- arrays ----------------------------------------------------------------------------------
+    def owns(self, x: Any) -> bool:
+        return isinstance(x, self._ndarray)
+
+    def device_of(self, x: Array) -> Any:
+        return int(x.device.id)
+
+    def from_numpy(self, a: np.ndarray) -> Array:
+        return self._cp.array(a, copy=True)
+
+    def to_numpy(self, x: Array) -> np.ndarray:
+        result: np.ndarray = self._cp.asnumpy(x)
+        return result
+
+    def full(self, shape: Shape, fill_value: bool | int | float, dtype: np.dtype) -> Array:
+        return self._cp.full(shape, fill_value, dtype=dtype)
+
+    # -- element-wise ----------------------------------------------------------------------------
+    def unary(self, op: str, x: Array, out: Array | None = None) -> Array:
+        return self._ufuncs[op](x, out=out)
+
+    def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> Array:
+        return self._ufuncs[op](x1, x2, out=out)
+
+    def where(self, condition: Array, x1: Array, x2: Array) -> Array:
+        return self._cp.where(condition, x1, x2)
+
+    def astype(self, x: Array, dtype: np.dtype) -> Array:
+        return x.astype(dtype, copy=True)
+
+    # -- reductions and linear algebra -----------------------------------------------------------
+    def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> Array:
+        if op not in _REDUCTIONS:
+            raise ValueError(f"reduce: unknown op {op!r}")
+        fn = getattr(self._cp, op)
+        if op in ("sum", "prod"):  # the primitive keeps the input dtype (CuPy would widen ints)
+            return fn(x, axis=axes, keepdims=keepdims, dtype=x.dtype)
+        return fn(x, axis=axes, keepdims=keepdims)
+
+    def arg_reduce(self, op: str, x: Array, axis: int, keepdims: bool) -> Array:
+        fn = self._cp.argmax if op == "argmax" else self._cp.argmin
+        return fn(x, axis=axis, keepdims=keepdims).astype(np.int64, copy=False)
+
+    def matmul(self, x1: Array, x2: Array) -> Array:
+        return self._cp.matmul(x1, x2)
+
+    # -- layout ----------------------------------------------------------------------------------
+    def reshape(self, x: Array, shape: Shape) -> Array:
+        return self._cp.reshape(x, shape)
+
+    def permute_dims(self, x: Array, axes: tuple[int, ...]) -> Array:
+        return self._cp.transpose(x, axes)
+
+    def broadcast_to(self, x: Array, shape: Shape) -> Array:
+        return self._cp.broadcast_to(x, shape)
+
+    def getitem(self, x: Array, key: Key) -> Array:
+        return x[key]
+
+    def setitem(self, x: Array, key: Key, value: Array) -> None:
+        x[key] = value
+
+    # -- gather / scatter ------------------------------------------------------------------------
+    def take(self, x: Array, indices: Array, axis: int) -> Array:
+        return self._cp.take(x, indices, axis=axis)
+
+    def scatter_add(self, out: Array, indices: Array, values: Array, axis: int) -> None:
+        _scatter_add(out, indices, values, axis)
+
+    # -- random numbers --------------------------------------------------------------------------
+    def rng_state(self, seed: int) -> Any:
+        return self._cp.random.default_rng(seed)
+
+    def rng_uniform(self, state: Any, shape: Shape, dtype: np.dtype) -> Array:
+        if dtype == np.float16:  # no half-precision stream: draw float32 and round, as NumPy's
+            return state.random(shape, dtype=np.float32).astype(np.float16)
+        return state.random(shape, dtype=dtype)
+
+    # -- backend-specific extras (not part of the namespace) -------------------------------------
+    def fuse(self, fn: Callable[..., Any], *, kernel_name: str | None = None) -> Callable[..., Any]:
+        """``cupy.fuse(fn)``: one CUDA kernel for an element-wise (or reducing) function."""
+        fused = self._cp.fuse(fn, kernel_name=kernel_name)
+        return fused if self._index == 0 else _on_device(fused, self._index)
+
+    def memory_stats(self) -> dict[str, int]:
+        """Bytes held by this device's CuPy memory pool and reported by the driver.
+
+        ``used_bytes``: held by live arrays. ``pool_bytes``: held by the pool (live arrays plus
+        cached free blocks). The pool keeps freed blocks, so ``pool_bytes`` is the high-water
+        mark of array memory since the last :meth:`reset_memory_stats` (an upper bound on the
+        peak of ``used_bytes``, by block rounding). ``device_free_bytes`` and
+        ``device_total_bytes``: what the driver reports for the whole device.
+        """
+        cp = self._cp
+        with cp.cuda.Device(self._index):
+            pool = cp.get_default_memory_pool()
+            free, total = cp.cuda.runtime.memGetInfo()
+            return {
+                "used_bytes": int(pool.used_bytes()),
+                "pool_bytes": int(pool.total_bytes()),
+                "device_free_bytes": int(free),
+                "device_total_bytes": int(total),
+            }
+
+    def reset_memory_stats(self) -> None:
+        """Give the pool's cached free blocks back to the driver (``pool_bytes`` drops to
+        ``used_bytes`` and tracks a new high-water mark from here)."""
+        cp = self._cp
+        with cp.cuda.Device(self._index):
+            cp.get_default_memory_pool().free_all_blocks()
+
+    def synchronize(self) -> None:
+        """Wait until the work queued on this device's current stream has finished."""
+        cp = self._cp
+        with cp.cuda.Device(self._index):
+            cp.cuda.get_current_stream().synchronize()
+
+    # -- overrides -------------------------------------------------------------------------------
+    def overrides(self) -> dict[str, Callable[..., Any]]:
+        if not overrides_enabled():
+            return {}
+        table = override_table(self._cp, self._index)
+        if self._index != 0:
+            table = {name: _on_device(fn, self._index) for name, fn in table.items()}
+        return table
+
+
+def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
+    """The namespace overrides for device ``index`` (keys: :data:`OVERRIDE_NAMES`).
+
+    Needs only the ``cupy`` module, not a GPU: building it touches no device.
+    """
+    table: dict[str, Callable[..., Any]] = {name: getattr(cp, name) for name in SAME_AS_CUPY}
+    table["pow"] = cp.power
+    table["sign"] = _sign
+    table["from_dlpack"] = _from_dlpack_for(cp, index)
+    for op in (*UNARY_OPS, *BINARY_OPS):
+        table[f"inplace.{op}"] = table[op] if op in table else getattr(cp, op)
+    return table
+
+
+# -- kernels and adapters ----------------------------------------------------------------------------
+def _sign(x: Array, /, *, out: Array | None = None) -> Array:
+    """NumPy 2's ``sign``: -1, 0 or 1, and NaN for NaN (CuPy's ufunc gives 0 for NaN)."""
+    import cupy
+
+    result = cupy.sign(x, out=out)
+    if x.dtype.kind == "f":
+        cupy.copyto(result, x, where=cupy.isnan(x))
+    return result
+
+
+def _scatter_add(out: Array, indices: Array, values: Array, axis: int = 0) -> Array:
+    """``out[..., indices[i], ...] += values[..., i, ...]``; repeated indices accumulate.
+
+    ``cupyx.scatter_add`` uses CUDA atomics, which exist for int32, uint32, uint64, float32 and
+    float64. int64 adds as uint64 (two's complement: the same bits); float16 (whose atomics need
+    sm_70) accumulates in float32; narrower integers and bool go through int64 and back, which
+    wraps exactly as ``numpy.add.at`` does.
+    """
+    import cupy
+    import cupyx
+
+    key = (slice(None),) * (axis % out.ndim) + (indices,)
+    kind = out.dtype
+    if kind in (np.int32, np.uint32, np.uint64, np.float32, np.float64):
+        cupyx.scatter_add(out, key, values.astype(kind, copy=False))
+    elif kind == np.int64:
+        cupyx.scatter_add(out.view(np.uint64), key, values.astype(np.int64).view(np.uint64))
+    elif kind == np.float16:
+        wide = out.astype(np.float32)
+        cupyx.scatter_add(wide, key, values.astype(np.float32))
+        cupy.copyto(out, wide, casting="unsafe")
+    else:
+        wide = out.astype(np.int64)
+        cupyx.scatter_add(wide.view(np.uint64), key, values.astype(np.int64).view(np.uint64))
+        cupy.copyto(out, wide != 0 if kind == np.bool_ else wide.astype(kind), casting="unsafe")
+    return out
+
+
+def _from_dlpack_for(cp: Any, index: int) -> Callable[..., Array]:
+    """``from_dlpack`` for device ``index``: zero-copy from CUDA memory, a copy from the host.
+
+    arraycore's generic ``from_dlpack`` goes through ``numpy.from_dlpack``, which refuses
+    device memory; this one takes CUDA arrays (CuPy, PyTorch, JAX) directly.
+    """
+
+    def from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> Array:
+        if (
+            device is not None
+            and device != index
+            and str(device) != str(index)
+            and getattr(device, "id", None) != index
+        ):
+            raise BackendMismatchError(
+                f"from_dlpack: device {device!r} is not this namespace's device {index!r} "
+                "(backend 'cuda'); use arraycore.namespace('cuda', device=...) for another"
+            )
+        kind = x.__dlpack_device__()[0] if hasattr(x, "__dlpack_device__") else None
+        if kind in _DLPACK_CUDA:
+            arr = cp.from_dlpack(x, copy=copy)
+            if int(arr.device.id) == index:
+                return arr
+            if copy is False:
+                raise BufferError(
+                    f"from_dlpack: the array is on CUDA device {arr.device.id}, not {index}, "
+                    "and copy=False forbids moving it"
+                )
+            with cp.cuda.Device(index):
+                return cp.array(cp.asnumpy(arr), copy=True)
+        if copy is False:
+            raise BufferError("from_dlpack: host memory must be copied to the GPU (copy=False)")
+        with cp.cuda.Device(index):
+            return cp.array(np.from_dlpack(x), copy=True)
+
+    return from_dlpack

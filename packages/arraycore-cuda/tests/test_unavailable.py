@@ -1,0 +1,94 @@
+"""What this machine really says about the cuda backend: probe, ``arraycore info``, errors.
+
+No device is mocked: each test asks the real CuPy, driver and GPU of the machine it runs on and
+checks that the answer is the right one for that machine (CuPy missing; CuPy present but no
+driver or GPU; or a usable GPU).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+
+import pytest
+
+import arraycore
+from arraycore.backend import BackendUnavailable
+from arraycore_cuda import CudaBackend
+
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
+INSTALL = 'pip install "arraycore[cuda12]"'
+
+
+def probe_error() -> BackendUnavailable | None:
+    try:
+        CudaBackend.probe()
+    except BackendUnavailable as exc:
+        return exc
+    return None
+
+
+def test_probe_names_what_is_missing() -> None:
+    exc = probe_error()
+    if exc is None:  # a usable GPU: probe passes and lists it
+        assert HAS_CUPY
+        assert CudaBackend.devices()
+        return
+    message = str(exc)
+    assert exc.__cause__ is not None, "probe() must chain the original error"
+    if not HAS_CUPY:
+        assert "CuPy is not installed" in message
+        assert INSTALL in message and '"arraycore[cuda13]"' in message
+        assert isinstance(exc.__cause__, ImportError)
+    else:
+        # CuPy imports but CUDA cannot list a device: the sentence names the CUDA error code.
+        assert re.search(r"\bcudaError\w+", message) or "CuPy is installed but" in message, message
+        assert "NVIDIA" in message or "CUDA" in message
+
+
+def test_version_never_raises() -> None:
+    text = CudaBackend.version()
+    if HAS_CUPY:
+        assert text.startswith("cupy ") and "CUDA runtime" in text
+    else:
+        assert text == "cupy not installed"
+    assert "cuDNN not used" in CudaBackend.version() or not HAS_CUPY
+
+
+def test_namespace_raises_one_clear_error() -> None:
+    exc = probe_error()
+    if exc is None:
+        assert arraycore.namespace("cuda").name == "cuda"
+        return
+    with pytest.raises(arraycore.BackendUnavailableError) as info:
+        arraycore.namespace("cuda")
+    message = str(info.value)
+    assert "backend 'cuda' is installed but cannot run here" in message
+    assert str(exc) in message
+    assert INSTALL in message
+    assert isinstance(info.value.__cause__, BackendUnavailable)
+
+
+def test_arraycore_info_explains_the_cuda_backend() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "arraycore", "info"], capture_output=True, text=True, check=True
+    )
+    lines = result.stdout.splitlines()
+    (start,) = [i for i, line in enumerate(lines) if line.startswith("  cuda: ")]
+    section = [lines[start]]
+    for line in lines[start + 1 :]:
+        if not line.startswith("    "):
+            break
+        section.append(line)
+    text = "\n".join(section)
+    exc = probe_error()
+    if exc is None:
+        assert section[0].startswith("  cuda: usable [arraycore-cuda ")
+        assert "    device cuda:0 (" in text
+        return
+    assert section[0].startswith("  cuda: NOT USABLE [arraycore-cuda "), text
+    (why,) = [line for line in section if line.startswith("    why: ")]
+    assert str(exc) in why, text
+    print(text)  # shown with -s: what a user sees on this machine
