@@ -103,11 +103,16 @@ def import_cupy() -> Any:
     """The ``cupy`` module, or :class:`BackendUnavailable` naming the package to install."""
     try:
         import cupy
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name != "cupy":  # CuPy is there but one of its own imports is missing
+            raise BackendUnavailable(
+                f"CuPy is installed but failed to import ({type(exc).__name__}: {exc}); "
+                f"reinstall it with {INSTALL_HINT}"
+            ) from exc
         raise BackendUnavailable(
             f"CuPy is not installed (the cuda backend runs on CuPy); install it with {INSTALL_HINT}"
         ) from exc
-    except Exception as exc:  # a CuPy wheel whose CUDA libraries fail to load
+    except Exception as exc:  # e.g. a CuPy wheel whose CUDA libraries fail to load
         raise BackendUnavailable(
             f"CuPy is installed but failed to import ({type(exc).__name__}: {exc}); "
             f"reinstall it with {INSTALL_HINT}"
@@ -249,8 +254,9 @@ class CudaBackend(Backend):
         """CuPy, the CUDA runtime and driver, and the ``nn`` kernel path (never raises)."""
         try:
             cupy = import_cupy()
-        except BackendUnavailable:
-            return "cupy not installed"
+        except BackendUnavailable as exc:
+            missing = str(exc).startswith("CuPy is not installed")
+            return "cupy not installed" if missing else "cupy failed to import"
         parts = [f"cupy {cupy.__version__}"]
         try:
             parts.append(
