@@ -8,10 +8,14 @@ import arraycore
 from nnlayers.testing import tolerances
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def xp():
-    """The arraycore namespace the suite runs on."""
-    return arraycore.namespace()
+    """The arraycore namespace the suite runs on (every test skips, with the reason, if the
+    backend named by ``ARRAYCORE_BACKEND`` cannot run here)."""
+    try:
+        return arraycore.namespace()
+    except arraycore.BackendError as exc:
+        pytest.skip(f"the selected arraycore backend is not usable here: {exc}")
 
 
 @pytest.fixture(scope="session")
