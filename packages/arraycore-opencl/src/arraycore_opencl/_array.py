@@ -60,7 +60,7 @@ class OpenCLArray(ArrayBase):
         return self._dtype
 
     @property
-    def device(self) -> str:  # type: ignore[override]
+    def device(self) -> str:
         """The device id, ``"platform:device"`` (e.g. ``"0:0"``)."""
         return self._rt.id
 

@@ -51,7 +51,9 @@ def _collapse(
             merged[-1] = (psize * size, sts)
         else:
             merged.append((size, sts))
-    return tuple(m[0] for m in merged), [tuple(m[1][i] for m in merged) for i in range(len(strides))]
+    return tuple(m[0] for m in merged), [
+        tuple(m[1][i] for m in merged) for i in range(len(strides))
+    ]
 
 
 def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -268,7 +270,13 @@ class OpenCLBackend(Backend):
                 "greater_equal",
             )
             out = self._empty(shape, np.dtype(np.bool_) if boolean else x1.dtype)
-        if x1.dtype == np.bool_ and op in ("subtract", "divide", "floor_divide", "remainder", "pow"):
+        if x1.dtype == np.bool_ and op in (
+            "subtract",
+            "divide",
+            "floor_divide",
+            "remainder",
+            "pow",
+        ):
             raise TypeError(f"{op}: not defined for bool arrays on the OpenCL backend")
         return self._elementwise("ew", x1.dtype.name, f"b_{op}", out, x1, x2)
 
@@ -453,7 +461,9 @@ class OpenCLBackend(Backend):
         )  # fmt: skip
 
     # -- layout ------------------------------------------------------------------------------------
-    def _view(self, x: OpenCLArray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int):
+    def _view(
+        self, x: OpenCLArray, shape: tuple[int, ...], strides: tuple[int, ...], offset: int
+    ) -> OpenCLArray:
         return OpenCLArray(self.rt, x._buf, shape, x.dtype, strides, offset)
 
     def reshape(self, x: Array, shape: Shape) -> OpenCLArray:

@@ -230,7 +230,9 @@ def _strided_kernel(name: str, out_t: str, ins: list[tuple[str, str]], body: str
     steps = ["po += c * meta[nd + d];"] + [
         f"p{i} += c * meta[{i + 2} * nd + d];" for i in range(len(ins))
     ]
-    last = ["po += rem * meta[nd];"] + [f"p{i} += rem * meta[{i + 2} * nd];" for i in range(len(ins))]
+    last = ["po += rem * meta[nd];"] + [
+        f"p{i} += rem * meta[{i + 2} * nd];" for i in range(len(ins))
+    ]
     return f"""
 __kernel void {name}(const long n, const int nd, __global const long* meta, {", ".join(args)}) {{
     const long gid = get_global_id(0);
