@@ -103,6 +103,8 @@ nox.options.sessions = [
     "tests",
     "conformance(numpy)",
     "conformance(tiny)",
+    "conformance(opencl)",
+    "tests_on(opencl)",
     "build",
     "install_check",
 ]
@@ -156,6 +158,23 @@ def conformance(session: nox.Session, backend: str) -> None:
         "arraycore.testing.conformance",
         f"--arraycore-backend={backend}",
         *session.posargs,
+    )
+
+
+#: Backends the whole nnlayers suite runs on besides NumPy (OpenCL runs for real on PoCL).
+SUITE_BACKENDS = ["opencl"]
+
+
+@nox.session
+@nox.parametrize("backend", SUITE_BACKENDS, ids=SUITE_BACKENDS)
+def tests_on(session: nox.Session, backend: str) -> None:
+    """Run the nnlayers test suite with ``ARRAYCORE_BACKEND=backend`` (skips if no device)."""
+    nn = PACKAGES["nnlayers"]
+    session.install(
+        *CORE.requirement("test"), *nn.requirement("test"), *BACKENDS[backend].requirement()
+    )
+    session.run(
+        "pytest", f"{nn.relpath}/tests", *session.posargs, env={"ARRAYCORE_BACKEND": backend}
     )
 
 
