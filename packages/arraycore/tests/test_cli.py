@@ -61,3 +61,20 @@ def test_unknown_command_is_an_error() -> None:
     result = run(sys.executable, "-m", "arraycore", "frobnicate")
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
+
+
+def test_the_conformance_kit_fails_for_a_backend_name_that_does_not_exist(tmp_path) -> None:
+    # A typo must not pass as a green run of 350 skipped tests.
+    done = run(
+        sys.executable,
+        "-m",
+        "pytest",
+        "--pyargs",
+        "arraycore.testing.conformance.test_info",
+        "--arraycore-backend=nosuchbackend",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+    )
+    assert done.returncode != 0, done.stdout
+    assert "cannot test backend 'nosuchbackend'" in done.stdout

@@ -107,6 +107,24 @@ def test_unknown_backend_names_installed_ones() -> None:
     assert isinstance(info.value.__cause__, KeyError)
 
 
+def test_unknown_backend_suggests_a_close_name_and_install_commands() -> None:
+    with pytest.raises(BackendNotFoundError) as info:
+        arraycore.namespace("opencll")
+    message = str(info.value)
+    assert "Did you mean 'opencl'?" in message
+    assert 'pip install "arraycore[opencl]"' in message and "arraycore[cuda12]" in message
+    assert "arraycore.backends" in message
+
+
+def test_from_dlpack_of_an_object_without_dlpack_says_what_to_do() -> None:
+    for xp in (arraycore.namespace("tiny"),):  # numpy: see the NumPy backend's from_dlpack
+        with pytest.raises(TypeError, match=r"from_dlpack: a builtins\.list does not support"):
+            xp.from_dlpack([1.0, 2.0])
+        tiny = arraycore.namespace("tiny")
+        with pytest.raises(TypeError, match=r"TinyArray does not support DLPack.*to_numpy"):
+            xp.from_dlpack(tiny.ones(2))
+
+
 def test_unknown_backend_from_environment(clean_env: pytest.MonkeyPatch) -> None:
     clean_env.setenv("ARRAYCORE_BACKEND", "nosuchbackend")
     with pytest.raises(BackendNotFoundError, match="ARRAYCORE_BACKEND"):

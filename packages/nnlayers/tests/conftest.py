@@ -10,12 +10,17 @@ from nnlayers.testing import tolerances
 
 @pytest.fixture(scope="session", autouse=True)
 def xp():
-    """The arraycore namespace the suite runs on (every test skips, with the reason, if the
-    backend named by ``ARRAYCORE_BACKEND`` cannot run here)."""
+    """The arraycore namespace the suite runs on.
+
+    Every test skips, with the reason, if the backend named by ``ARRAYCORE_BACKEND`` is
+    installed but cannot run here (no device); an unknown or uninstalled name fails them.
+    """
     try:
         return arraycore.namespace()
-    except arraycore.BackendError as exc:
+    except arraycore.BackendUnavailableError as exc:
         pytest.skip(f"the selected arraycore backend is not usable here: {exc}")
+    except arraycore.BackendError as exc:
+        pytest.fail(f"cannot run on the selected arraycore backend: {exc}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -625,6 +625,12 @@ class Namespace:
     ) -> Array:
         """Import an array through DLPack; arraycore's generic path copies through the host."""
         self._check_device(device, "from_dlpack")
+        if not hasattr(x, "__dlpack__"):
+            raise TypeError(
+                f"from_dlpack: a {type(x).__module__}.{type(x).__name__} does not support DLPack "
+                f"(no __dlpack__); copy it through the host instead: "
+                f"asarray(<its namespace>.to_numpy(x))"
+            )
         host = np.from_dlpack(x)
         return self._backend.from_numpy(np.array(host, copy=True))
 

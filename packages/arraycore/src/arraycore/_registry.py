@@ -8,6 +8,7 @@ resolved at import time: the first call that needs a backend resolves it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import os
 import threading
 from collections.abc import Iterator
@@ -98,9 +99,16 @@ def backend_class(name: str) -> type[Backend]:
                         f"backend {name!r} is not installed: the distribution "
                         f"{known.distribution!r} is missing. Install it with: {known.install}"
                     ) from exc
+            close = difflib.get_close_matches(name, [*eps, *KNOWN_BACKENDS], n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            first_party = "; ".join(
+                f"{known}: {info.install}" for known, info in KNOWN_BACKENDS.items()
+            )
             raise BackendNotFoundError(
-                f"unknown backend {name!r} (from ${ENV_BACKEND} or use()); installed backends: "
-                f"{installed}; first-party backends: {', '.join(KNOWN_BACKENDS)}"
+                f"unknown backend {name!r} (from ${ENV_BACKEND} or use()).{hint} Installed "
+                f"backends: {installed}. First-party backends and how to install them: "
+                f"{first_party}. A third-party backend is installed with its own distribution, "
+                f"which declares it under the entry-point group {ENTRY_POINT_GROUP!r}."
             ) from KeyError(name)
         try:
             cls = eps[name].load()

@@ -41,13 +41,20 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 @pytest.fixture(scope="session")
 def xp(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """The :class:`arraycore.Namespace` of the backend under test (skips if it is unusable)."""
+    """The :class:`arraycore.Namespace` of the backend under test.
+
+    An installed backend that cannot run here (no device, a missing system library) skips every
+    test with the reason; a backend name that is unknown or not installed fails them, so that a
+    typo never passes as a green, all-skipped run.
+    """
     import arraycore
 
     name, device = selected_backend(request.config)
     try:
         namespace = arraycore.namespace(name, device=device)
-    except arraycore.BackendError as exc:
+    except arraycore.BackendUnavailableError as exc:
         pytest.skip(f"backend {name!r} is not usable here: {exc}")
+    except arraycore.BackendError as exc:
+        pytest.fail(f"cannot test backend {name!r}: {exc}", pytrace=False)
     with arraycore.use(name, device=device):
         yield namespace
