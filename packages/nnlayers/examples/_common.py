@@ -37,14 +37,15 @@ def parser(description: str, epochs: int) -> argparse.ArgumentParser:
 def backend(args: argparse.Namespace) -> Iterator[Any]:
     """Run the block on ``--backend``/``--device`` (else the default); yields the namespace."""
     name, device = getattr(args, "backend", None), getattr(args, "device", None)
-    if name is None and device is None:
-        yield arraycore.namespace()
-        return
-    name = name or arraycore.namespace().name
     if device is not None and device.isdigit():
         device = int(device)
-    with arraycore.use(name, device) as xp:
-        yield xp
+    try:
+        # Resolved here, so that a backend that cannot run is one line, not a traceback.
+        xp = arraycore.namespace(name, device)
+    except arraycore.BackendError as exc:
+        raise SystemExit(f"error: {exc}") from exc
+    with arraycore.use(xp.name, xp.device.id) as active:
+        yield active
 
 
 def add_mnist_options(p: argparse.ArgumentParser) -> None:

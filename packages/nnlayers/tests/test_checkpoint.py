@@ -219,3 +219,16 @@ def test_docstring_example_runs():
     import doctest
 
     assert doctest.testmod(checkpoint).failed == 0
+
+
+@pytest.mark.skipif(not hasattr(os, "fchmod"), reason="no POSIX file modes on this platform")
+def test_new_files_follow_the_umask_and_replaced_ones_keep_their_mode(tmp_path):
+    old = os.umask(0o027)
+    try:
+        path = save_checkpoint(tmp_path / "new.safetensors", {"a": np.zeros(2)})
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o640
+    path.chmod(0o604)
+    save_checkpoint(path, {"a": np.ones(2)})
+    assert path.stat().st_mode & 0o777 == 0o604

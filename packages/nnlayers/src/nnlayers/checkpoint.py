@@ -20,13 +20,11 @@ truncated file is an error rather than silently wrong weights.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import math
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +32,8 @@ from typing import Any
 import numpy as np
 
 import arraycore
+
+from ._atomic import atomic_write
 
 MetadataValue = str | int | float | bool
 
@@ -98,21 +98,11 @@ def save_checkpoint(
     ).encode()
     header += b" " * (-(len(header) + 8) % 8)
 
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(struct.pack("<Q", len(header)))
-            out.write(header)
-            for name in order:
-                out.write(_raw(host[name]).data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_folder(folder)
+    with atomic_write(target) as out:
+        out.write(struct.pack("<Q", len(header)))
+        out.write(header)
+        for name in order:
+            out.write(_raw(host[name]).data)
     return target
 
 
@@ -176,20 +166,6 @@ def _digest(index: Mapping[str, Any], meta: Mapping[str, str], chunks: Any) -> s
     for chunk in chunks:
         h.update(chunk)
     return h.hexdigest()
-
-
-def _fsync_folder(folder: Path) -> None:
-    # Makes the rename itself durable; not possible on every platform (Windows).
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 # -- loading ---------------------------------------------------------------------------------

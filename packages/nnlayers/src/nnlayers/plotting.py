@@ -6,13 +6,13 @@ without pyplot: no window opens and the process-wide matplotlib backend is left 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from ._atomic import atomic_write
 
 _INSTALL = 'pip install "nnlayers[plot]"'
 
@@ -94,16 +94,8 @@ def plot_history(
     if title:
         fig.suptitle(title)
     target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{target.stem}.", suffix=".png")
-    os.close(fd)
-    try:
-        fig.savefig(temp, format="png", dpi=100)
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+    with atomic_write(target, durable=False) as out:
+        fig.savefig(out, format="png", dpi=100)
     return target
 
 

@@ -8,10 +8,8 @@ leaves a file that looks complete.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
@@ -20,6 +18,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
+
+from .._atomic import atomic_write
 
 ENV_DATA = "NNLAYERS_DATA"
 _CHUNK = 1 << 20
@@ -88,30 +88,21 @@ def download(
 
 
 def _fetch(url: str, target: Path, sha256: str, size: int | None) -> None:
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
-    try:
-        digest = hashlib.sha256()
-        count = 0
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-            while chunk := response.read(_CHUNK):
-                digest.update(chunk)
-                out.write(chunk)
-                count += len(chunk)
-                if size is not None and count > size:
-                    raise DatasetError(f"larger than the expected {size} bytes")
-            out.flush()
-            os.fsync(out.fileno())
+    digest = hashlib.sha256()
+    count = 0
+    with atomic_write(target) as out, urllib.request.urlopen(url, timeout=60) as response:
+        while chunk := response.read(_CHUNK):
+            digest.update(chunk)
+            out.write(chunk)
+            count += len(chunk)
+            if size is not None and count > size:
+                raise DatasetError(f"larger than the expected {size} bytes")
         if size is not None and count != size:
             raise DatasetError(f"got {count} bytes, expected {size}")
         if digest.hexdigest() != sha256.lower():
             raise DatasetError(
                 f"SHA-256 mismatch: got {digest.hexdigest()}, expected {sha256.lower()}"
             )
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
 
 
 def check_split(owner: str, split: str, allowed: Sequence[str] = ("train", "test")) -> str:

@@ -8,14 +8,13 @@ refuses to load (unpickling runs code from the file).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tarfile
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from .._atomic import atomic_write
 from ._files import Dataset, DatasetError, RemoteFiles, cache_dir, check_split, download
 
 CIFAR10 = RemoteFiles(
@@ -136,15 +135,8 @@ def _extract(archive: Path, destination: Path) -> None:
     wanted = (*TRAIN_BATCHES, *TEST_BATCHES, "batches.meta.txt")
     for label, blob in _from_archive(archive, wanted):
         name = label.rsplit("/", 1)[1]
-        fd, temp = tempfile.mkstemp(dir=destination, prefix=f".{name}.", suffix=".part")
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(blob)
-            os.replace(temp, destination / name)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        with atomic_write(destination / name) as out:
+            out.write(blob)
 
 
 def _decode(blob: bytes, label: str) -> tuple[np.ndarray, np.ndarray]:
