@@ -97,6 +97,19 @@ BACKENDS: dict[str, Distribution] = {
     for backend in dist.backends
 }
 
+
+def selected_backend() -> list[str]:
+    """``session.install`` arguments for the backend ``ARRAYCORE_BACKEND`` names, if it is ours.
+
+    Its distribution (editable, with the extras its device needs) goes into the same install
+    call as arraycore itself, so the resolver finds the sibling package on disk.
+    """
+    dist = BACKENDS.get(os.environ.get("ARRAYCORE_BACKEND", "numpy"))
+    if dist is None or dist is CORE:
+        return []
+    return dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ()))
+
+
 nox.options.sessions = [
     "lint",
     "typecheck",
@@ -259,11 +272,9 @@ def bench(session: nox.Session) -> None:
     exists. Arguments after ``--`` go to the script (``--threads 2``, ``--quick``, ``--only``).
     """
     nn = PACKAGES["nnlayers"]
-    backend = os.environ.get("ARRAYCORE_BACKEND", "numpy")
-    if backend in BACKENDS and BACKENDS[backend] is not CORE:
-        dist = BACKENDS[backend]
-        session.install(*dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ())))
-    session.install(*CORE.requirement(), *nn.requirement(), "threadpoolctl>=3.5", "pip")
+    session.install(
+        *CORE.requirement(), *nn.requirement(), *selected_backend(), "threadpoolctl>=3.5", "pip"
+    )
     try:
         session.run("python", "-m", "pip", "install", "--quiet", "torch==2.13.0")
     except nox.command.CommandFailed:
@@ -281,12 +292,6 @@ def demo(session: nox.Session) -> None:
     ``demo-output/curves.png``; arguments after ``--`` go to ``python -m nnlayers.demo``.
     """
     nn = PACKAGES["nnlayers"]
-    backend = os.environ.get("ARRAYCORE_BACKEND", "numpy")
-    extras = ["demo"]
-    if backend in BACKENDS and BACKENDS[backend] is not CORE:
-        # The backend's own distribution (editable), with the extras its device needs.
-        dist = BACKENDS[backend]
-        session.install(*dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ())))
-    session.install(*CORE.requirement(), *nn.requirement(*extras))
+    session.install(*CORE.requirement(), *nn.requirement("demo"), *selected_backend())
     args = session.posargs or ["--out", "demo-output"]
     session.run("python", "-m", "nnlayers.demo", *args)
