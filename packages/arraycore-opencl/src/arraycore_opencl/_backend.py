@@ -215,12 +215,19 @@ class OpenCLBackend(Backend):
 
     # -- creation and transfer ------------------------------------------------------------------
     def from_numpy(self, a: np.ndarray) -> OpenCLArray:
-        """Copy a host array to the device (blocking: the host array may change afterwards)."""
+        """Copy a host array to the device.
+
+        The buffer is created with the data (``COPY_HOST_PTR``) rather than written through the
+        queue, so the copy neither waits for queued kernels nor adds a command to the queue.
+        """
         host = np.asarray(a, order="C")
-        out = self._empty(tuple(host.shape), host.dtype)
-        if host.size:
-            _runtime._cl().enqueue_copy(self.rt.queue, out._buf, host, is_blocking=True)
-        return out
+        dt = self._check_dtype(host.dtype)
+        if host.size == 0:
+            return self._empty(tuple(host.shape), dt)
+        cl = _runtime._cl()
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        buf = cl.Buffer(self.rt.context, flags, hostbuf=host.reshape(-1).view(np.uint8))
+        return OpenCLArray(self.rt, buf, tuple(host.shape), dt)
 
     def to_numpy(self, x: Array) -> np.ndarray:
         """Copy ``x`` to the host (waits for the kernels that produce it)."""
