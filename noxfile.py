@@ -116,6 +116,7 @@ nox.options.sessions = [
     "tests",
     "conformance(numpy)",
     "conformance(tiny)",
+    "conformance_no_float64",
     "conformance(opencl)",
     "tests_on(opencl)",
     "build",
@@ -188,6 +189,27 @@ def tests_on(session: nox.Session, backend: str) -> None:
     )
     session.run(
         "pytest", f"{nn.relpath}/tests", *session.posargs, env={"ARRAYCORE_BACKEND": backend}
+    )
+
+
+@nox.session
+def conformance_no_float64(session: nox.Session) -> None:
+    """Run the conformance kit on a device without float64 (the tiny test backend's second one).
+
+    Many GPUs and OpenCL devices lack float64; this keeps the kit itself free of float64
+    assumptions and checks that arraycore falls back to float32 defaults there.
+    """
+    dist = BACKENDS["tiny"]
+    session.install(*CORE.requirement("test"), *dist.requirement())
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "--pyargs",
+        "arraycore.testing.conformance",
+        "--arraycore-backend=tiny",
+        "--arraycore-device=tiny1",
+        *session.posargs,
     )
 
 

@@ -213,3 +213,24 @@ def test_bad_device_selector_lists_devices() -> None:
 def test_namespaces_are_cached_per_backend_and_device() -> None:
     assert arraycore.namespace("numpy") is arraycore.namespace("numpy", device="cpu")
     assert arraycore.namespace("numpy") is arraycore.namespace("numpy", device=0)
+
+
+def test_arrays_of_two_devices_of_one_backend_do_not_mix() -> None:
+    on0 = arraycore.namespace("tiny", device="tiny0").ones(3)
+    on1 = arraycore.namespace("tiny", device=1).ones(3)
+    assert (on0.device, on1.device) == ("tiny0", "tiny1")
+    with pytest.raises(BackendMismatchError, match="two backends or devices"):
+        arraycore.add(on0, on1)
+    with pytest.raises(BackendMismatchError, match="device 'tiny1'"):
+        arraycore.namespace("tiny", device=0).add(on0, on1)
+    assert arraycore.namespace_of(on1).device.id == "tiny1"
+
+
+def test_a_device_without_float64_says_so() -> None:
+    xp = arraycore.namespace("tiny", device="tiny1")
+    info = xp.__array_namespace_info__()
+    assert "float64" not in info.dtypes() and "float32" in info.dtypes()
+    assert info.default_dtypes()["real floating"] == np.dtype("float32")
+    assert xp.ones(2).dtype == np.dtype("float32")
+    with pytest.raises(TypeError, match=r"zeros: device tiny:tiny1 .* has no float64"):
+        xp.zeros(2, dtype=xp.float64)

@@ -147,7 +147,7 @@ def test_getitem_fixed_keys(xp: Any) -> None:
 
 
 def test_getitem_out_of_bounds(xp: Any) -> None:
-    x = xp.asarray(np.zeros((2, 3)))
+    x = xp.asarray(np.zeros((2, 3), np.float32))
     for key in ((2,), (0, 3), (-3,), (0, 0, 0)):
         with pytest.raises(IndexError):
             x[key]

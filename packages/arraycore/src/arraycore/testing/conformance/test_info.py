@@ -43,7 +43,8 @@ def test_devices_and_default_device(xp: Any) -> None:
     assert default in devices
     for x in (xp.asarray([1.0]), xp.zeros(3), xp.arange(4), xp.random.default_rng(0).uniform()):
         assert x.device == default
-    assert_close(xp.zeros(2, device=default), np.zeros(2))
+    real = info.default_dtypes(device=default)["real floating"]
+    assert_close(xp.zeros(2, device=default), np.zeros(2, real))
     assert_close(xp.asarray([1, 2], device=default), np.array([1, 2]))
 
 

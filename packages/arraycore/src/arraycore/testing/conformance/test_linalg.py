@@ -127,8 +127,8 @@ def test_tensordot(xp: Any, data: st.DataObject) -> None:
 
 
 def test_tensordot_defaults_and_errors(xp: Any) -> None:
-    h1 = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
-    h2 = np.arange(24, dtype=np.float64).reshape(3, 4, 2)
+    h1 = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    h2 = np.arange(24, dtype=np.float32).reshape(3, 4, 2)
     assert_close(xp.tensordot(xp.asarray(h1), xp.asarray(h2)), np.tensordot(h1, h2))
     assert_close(xp.tensordot(xp.asarray(h1), xp.asarray(h2), axes=0), np.tensordot(h1, h2, axes=0))
     with pytest.raises(ValueError) as info:
@@ -160,7 +160,7 @@ def test_vecdot(xp: Any, data: st.DataObject) -> None:
 
 def test_vecdot_errors(xp: Any) -> None:
     with pytest.raises(ValueError) as info:
-        xp.vecdot(xp.asarray(np.ones((2, 3))), xp.asarray(np.ones((2, 4))))
+        xp.vecdot(xp.asarray(np.ones((2, 3), np.float32)), xp.asarray(np.ones((2, 4), np.float32)))
     if _generic(xp, "vecdot"):
         assert "(2, 3)" in str(info.value) and "(2, 4)" in str(info.value), str(info.value)
 
@@ -176,4 +176,4 @@ def test_matrix_transpose(xp: Any, data: st.DataObject) -> None:
 
 def test_matrix_transpose_needs_two_dimensions(xp: Any) -> None:
     with pytest.raises(ValueError):
-        xp.matrix_transpose(xp.asarray(np.ones(3)))
+        xp.matrix_transpose(xp.asarray(np.ones(3, np.float32)))

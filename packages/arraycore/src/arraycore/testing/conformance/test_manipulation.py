@@ -92,7 +92,7 @@ def test_permute_dims(xp: Any, data: st.DataObject) -> None:
 
 
 def test_permute_dims_errors(xp: Any) -> None:
-    x = xp.asarray(np.zeros((2, 3, 4)))
+    x = xp.asarray(np.zeros((2, 3, 4), np.float32))
     for bad in ((0, 1), (0, 1, 1), (0, 1, 3)):
         with pytest.raises((ValueError, IndexError)):
             xp.permute_dims(x, bad)
@@ -107,7 +107,7 @@ def test_expand_dims(xp: Any, data: st.DataObject) -> None:
 
 
 def test_expand_dims_out_of_range(xp: Any) -> None:
-    x = xp.asarray(np.zeros((2, 3)))
+    x = xp.asarray(np.zeros((2, 3), np.float32))
     for axis in (3, -4):
         with pytest.raises((ValueError, IndexError)):
             xp.expand_dims(x, axis=axis)
@@ -126,7 +126,7 @@ def test_squeeze(xp: Any, data: st.DataObject) -> None:
 
 
 def test_squeeze_errors(xp: Any) -> None:
-    x = xp.asarray(np.zeros((1, 3, 1)))
+    x = xp.asarray(np.zeros((1, 3, 1), np.float32))
     with pytest.raises(ValueError):
         xp.squeeze(x, axis=1)  # size 3
     with pytest.raises(ValueError):
@@ -167,12 +167,12 @@ def test_broadcast_arrays(xp: Any, data: st.DataObject) -> None:
 
 
 def test_broadcast_errors(xp: Any) -> None:
-    x = xp.asarray(np.zeros((2, 3)))
+    x = xp.asarray(np.zeros((2, 3), np.float32))
     for bad in ((3,), (2, 4), (4, 3, 3)):
         with pytest.raises(ValueError):
             xp.broadcast_to(x, bad)
     with pytest.raises(ValueError):
-        xp.broadcast_arrays(x, xp.asarray(np.zeros((3, 2))))
+        xp.broadcast_arrays(x, xp.asarray(np.zeros((3, 2), np.float32)))
 
 
 # -- joining ---------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def test_stack(xp: Any, data: st.DataObject) -> None:
 
 def test_stack_errors(xp: Any) -> None:
     with pytest.raises(ValueError):
-        xp.stack([xp.asarray(np.zeros(2)), xp.asarray(np.zeros(3))])
+        xp.stack([xp.asarray(np.zeros(2, np.float32)), xp.asarray(np.zeros(3, np.float32))])
 
 
 # -- reordering and repeating -----------------------------------------------------------------------

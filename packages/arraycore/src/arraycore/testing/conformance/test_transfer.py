@@ -58,7 +58,7 @@ def test_from_numpy_copies(xp: Any) -> None:
 
 
 def test_to_numpy_zero_copy_on_numpy_only(xp: Any) -> None:
-    x = xp.asarray(np.arange(6, dtype=np.float64).reshape(2, 3))
+    x = xp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
     host = xp.to_numpy(x)
     if xp.name == "numpy":
         assert np.shares_memory(host, x), "to_numpy copied on the NumPy backend"
