@@ -296,3 +296,37 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tupl
     if len(set(result)) != len(result):
         raise ValueError(f"{op}: repeated axis in {axis!r}")
     return tuple(sorted(result))
+
+
+# -- for backends' own nn kernels -----------------------------------------------------------------
+# A backend that overrides ``nn.*`` checks its arguments and lays out its windows exactly as the
+# reference kernels do (same errors, same output sizes) with these helpers.
+from ._nn import (  # noqa: E402
+    Window2d,
+    check_float,
+    check_output_shape,
+    conv_transpose_window,
+    conv_window,
+    pool_window,
+)
+
+__all__ = [
+    "ARG_REDUCE_OPS",
+    "BINARY_OPS",
+    "REDUCE_OPS",
+    "UNARY_OPS",
+    "Array",
+    "Backend",
+    "BackendUnavailable",
+    "Device",
+    "DeviceNotFound",
+    "Key",
+    "Shape",
+    "Window2d",
+    "check_float",
+    "check_output_shape",
+    "conv_transpose_window",
+    "conv_window",
+    "normalize_axes",
+    "pool_window",
+]
