@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from arraycore import backend as _nn
+from arraycore import namespace_of
 from arraycore.backend import (
     Array,
     Backend,
@@ -576,6 +578,137 @@ class OpenCLBackend(Backend):
             idx._buf,
             np.int64(idx._offset),
         )
+
+    # -- nn overrides: one launch for im2col, col2im and each max-pooling pass ---------------
+    def overrides(self) -> dict[str, Any]:
+        """Convolutions (im2col / col2im kernels + CLBlast GEMM) and max pooling kernels."""
+        return {
+            "nn.conv2d": self._conv2d,
+            "nn.conv2d_backward_data": self._conv2d_backward_data,
+            "nn.conv2d_backward_filter": self._conv2d_backward_filter,
+            "nn.conv2d_transpose": self._conv2d_transpose,
+            "nn.max_pool2d": self._max_pool2d,
+            "nn.max_pool2d_backward": self._max_pool2d_backward,
+        }
+
+    def _geometry(self, win: _nn.Window2d, *strided: OpenCLArray) -> Any:
+        (top, _), (left, _) = win.pads
+        values = (
+            win.n, win.c, win.h, win.w, win.kh, win.kw, win.out_h, win.out_w, *win.stride,
+            *win.dilation, top, left, *(s for x in strided for s in x.strides),
+        )  # fmt: skip
+        return self.rt.meta(tuple(int(v) for v in values))
+
+    def _nn_launch(
+        self, name: str, win: _nn.Window2d, out: OpenCLArray, *inputs: OpenCLArray
+    ) -> OpenCLArray:
+        args: list[Any] = [np.int64(out.size), self._geometry(win, *inputs), out._buf]
+        for x in inputs:
+            args += [x._buf, np.int64(x._offset)]
+        self.rt.launch(self.rt.kernel("nn", out.dtype.name, name), out.size, *args)
+        return out
+
+    def _im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """``(N, C*KH*KW, OH*OW)`` columns of the (implicitly zero-padded) input."""
+        out = self._empty((win.n, win.c * win.kh * win.kw, win.out_h * win.out_w), x.dtype)
+        return self._nn_launch("im2col", win, out, x)
+
+    def _col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """The adjoint of :meth:`_im2col`, cropped to the unpadded image."""
+        out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
+        return self._nn_launch("col2im", win, out, self._contiguous(cols))
+
+    def _conv2d(
+        self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+    ) -> Array:
+        xp = namespace_of(x, w)
+        win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+        _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
+        o = int(w.shape[0])
+        w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
+        y = xp.matmul(w2, self._im2col(x, win))
+        return xp.reshape(y, (win.n, o, win.out_h, win.out_w))
+
+    def _conv2d_backward_data(
+        self,
+        dy: Array,
+        w: Array,
+        x_shape: Shape,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+    ) -> Array:
+        op = "conv2d_backward_data"
+        xp = namespace_of(dy, w)
+        win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
+        o = int(w.shape[0])
+        _nn.check_output_shape(op, "dy", dy.shape, win, o)
+        _nn.check_float(op, xp.isdtype, dy=dy, w=w)
+        w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
+        dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
+        return self._col2im(xp.matmul(xp.permute_dims(w2, (1, 0)), dy2), win)
+
+    def _conv2d_backward_filter(
+        self,
+        x: Array,
+        dy: Array,
+        w_shape: Shape,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+    ) -> Array:
+        op = "conv2d_backward_filter"
+        xp = namespace_of(x, dy)
+        win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
+        o = int(w_shape[0])
+        _nn.check_output_shape(op, "dy", dy.shape, win, o)
+        _nn.check_float(op, xp.isdtype, x=x, dy=dy)
+        dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
+        dw = xp.tensordot(dy2, self._im2col(x, win), axes=((0, 2), (0, 2)))
+        return xp.reshape(dw, (o, win.c, win.kh, win.kw))
+
+    def _conv2d_transpose(
+        self,
+        x: Array,
+        w: Array,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        output_padding: Any = 0,
+    ) -> Array:
+        op = "conv2d_transpose"
+        xp = namespace_of(x, w)
+        win = _nn.conv_transpose_window(
+            op, x.shape, w.shape, stride, padding, dilation, output_padding
+        )
+        _nn.check_float(op, xp.isdtype, x=x, w=w)
+        cin = int(w.shape[0])
+        w2 = xp.reshape(w, (cin, win.c * win.kh * win.kw))
+        x2 = xp.reshape(x, (win.n, cin, win.out_h * win.out_w))
+        return self._col2im(xp.matmul(xp.permute_dims(w2, (1, 0)), x2), win)
+
+    def _max_pool2d(
+        self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
+    ) -> Array:
+        xp = namespace_of(x)
+        win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
+        _nn.check_float("max_pool2d", xp.isdtype, x=x)
+        out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
+        return self._nn_launch("max_pool", win, out, x)
+
+    def _max_pool2d_backward(
+        self, dy: Array, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
+    ) -> Array:
+        op = "max_pool2d_backward"
+        xp = namespace_of(dy, x)
+        win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
+        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+        _nn.check_float(op, xp.isdtype, dy=dy, x=x)
+        out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
+        return self._nn_launch("max_pool_backward", win, out, x, dy)
 
     # -- random numbers ----------------------------------------------------------------------------
     def rng_state(self, seed: int) -> list[int]:

@@ -492,10 +492,143 @@ __kernel void uniform(const long n, __global {t}* out, const uint k0, const uint
     )
 
 
+# -- nn kernels ----------------------------------------------------------------------------------
+_GEOMETRY = """
+    const long N = g[0], C = g[1], H = g[2], W = g[3], KH = g[4], KW = g[5], OH = g[6], OW = g[7];
+    const long SH = g[8], SW = g[9], DH = g[10], DW = g[11], TOP = g[12], LEFT = g[13];
+"""
+
+
+def nn_program(dt: str, all_dtypes: list[str]) -> str:
+    """im2col / col2im (convolutions) and max pooling forward / backward, one launch each.
+
+    ``g`` (a ``long`` buffer) holds the window geometry ``N, C, H, W, KH, KW, OH, OW, SH, SW,
+    DH, DW, TOP, LEFT`` and then the strides of the strided operands.
+    """
+    t, ct = CTYPES[dt], COMPUTE[dt]
+    return f"""
+__kernel void im2col(const long n, __global const long* g, __global {t}* out,
+                     __global const {t}* x, const long x_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    {_GEOMETRY}
+    long rem = gid;
+    const long q = rem % OW; rem /= OW;
+    const long p = rem % OH; rem /= OH;
+    const long j = rem % KW; rem /= KW;
+    const long i = rem % KH; rem /= KH;
+    const long c = rem % C; const long b = rem / C;
+    const long r = p * SH + i * DH - TOP;
+    const long s = q * SW + j * DW - LEFT;
+    {t} v = ({t})0;
+    if (r >= 0 && r < H && s >= 0 && s < W)
+        v = x[x_off + b * g[14] + c * g[15] + r * g[16] + s * g[17]];
+    out[gid] = v;
+}}
+
+__kernel void col2im(const long n, __global const long* g, __global {t}* out,
+                     __global const {t}* cols, const long c_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    {_GEOMETRY}
+    long rem = gid;
+    const long w = rem % W; rem /= W;
+    const long h = rem % H; rem /= H;
+    const long bc = rem;  /* b * C + c */
+    const long rp = h + TOP, sp = w + LEFT;
+    {ct} acc = ({ct})0;
+    for (long i = 0; i < KH; ++i) {{
+        const long rr = rp - i * DH;
+        if (rr < 0) break;
+        if (rr % SH != 0 || rr / SH >= OH) continue;
+        const long p = rr / SH;
+        for (long j = 0; j < KW; ++j) {{
+            const long ss = sp - j * DW;
+            if (ss < 0) break;
+            if (ss % SW != 0 || ss / SW >= OW) continue;
+            const long q = ss / SW;
+            acc += ({ct})cols[c_off + ((bc * KH + i) * KW + j) * OH * OW + p * OW + q];
+        }}
+    }}
+    out[gid] = ({t})acc;
+}}
+
+__kernel void max_pool(const long n, __global const long* g, __global {t}* out,
+                       __global const {t}* x, const long x_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    {_GEOMETRY}
+    const long q = gid % OW, p = (gid / OW) % OH, bc = gid / (OW * OH);
+    const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
+    {ct} m = ({ct})(-INFINITY);
+    for (long i = 0; i < KH; ++i) {{
+        const long r = p * SH + i - TOP;
+        if (r < 0 || r >= H) continue;
+        for (long j = 0; j < KW; ++j) {{
+            const long s = q * SW + j - LEFT;
+            if (s < 0 || s >= W) continue;
+            const {ct} v = ({ct})x[base + r * g[16] + s * g[17]];
+            m = (v > m || isnan(v)) ? v : m;
+        }}
+    }}
+    out[gid] = ({t})m;
+}}
+
+/* The first pixel (row-major) of window (p, q) equal to its maximum, or its first NaN. */
+static long window_winner(__global const {t}* x, const long base, __global const long* g,
+                          const long p, const long q) {{
+    {_GEOMETRY}
+    {ct} m = ({ct})(-INFINITY);
+    long at = -1;
+    for (long i = 0; i < KH; ++i) {{
+        const long r = p * SH + i - TOP;
+        if (r < 0 || r >= H) continue;
+        for (long j = 0; j < KW; ++j) {{
+            const long s = q * SW + j - LEFT;
+            if (s < 0 || s >= W) continue;
+            const {ct} v = ({ct})x[base + r * g[16] + s * g[17]];
+            if (isnan(v)) return r * W + s;
+            if (at < 0 || v > m) {{ m = v; at = r * W + s; }}
+        }}
+    }}
+    return at;
+}}
+
+__kernel void max_pool_backward(const long n, __global const long* g, __global {t}* out,
+                                __global const {t}* x, const long x_off,
+                                __global const {t}* dy, const long dy_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    {_GEOMETRY}
+    const long w = gid % W, h = (gid / W) % H, bc = gid / (W * H);
+    const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
+    const long dbase = dy_off + (bc / C) * g[18] + (bc % C) * g[19];
+    const long rp = h + TOP, sp = w + LEFT;
+    {ct} acc = ({ct})0;
+    for (long i = 0; i < KH; ++i) {{
+        const long rr = rp - i;
+        if (rr < 0) break;
+        if (rr % SH != 0 || rr / SH >= OH) continue;
+        const long p = rr / SH;
+        for (long j = 0; j < KW; ++j) {{
+            const long ss = sp - j;
+            if (ss < 0) break;
+            if (ss % SW != 0 || ss / SW >= OW) continue;
+            const long q = ss / SW;
+            if (window_winner(x, base, g, p, q) == h * W + w)
+                acc += ({ct})dy[dbase + p * g[20] + q * g[21]];
+        }}
+    }}
+    out[gid] = ({t})acc;
+}}
+"""
+
+
 FAMILIES = {
     "ew": elementwise_program,
     "cast": cast_program,
     "red": reduce_program,
     "idx": index_program,
     "rng": random_program,
+    "nn": nn_program,
 }
