@@ -328,3 +328,40 @@ def test_random_streams_repeat_per_seed(xp: Any) -> None:
     first, second = xp.to_numpy(g.uniform(shape=(500,))), xp.to_numpy(g.uniform(shape=(500,)))
     both = xp.to_numpy(xp.random.default_rng(7).uniform(shape=(1000,)))
     np.testing.assert_array_equal(np.concatenate([first, second]), both)
+
+
+# -- nn overrides ------------------------------------------------------------------------------------
+def test_nn_overrides_match_the_reference_kernels(xp: Any) -> None:
+    """im2col/col2im convolutions and max pooling against the NumPy backend (the reference)."""
+    ref = arraycore.namespace("numpy")
+    assert xp.nn.conv2d.__name__ == "_conv2d"  # the override, not the derived version
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 11, 9))
+    w = rng.standard_normal((4, 3, 3, 2))
+    geometry = {"stride": (2, 1), "padding": ((1, 2), (0, 1)), "dilation": (1, 2)}
+    y = ref.nn.conv2d(x, w, **geometry)
+    np.testing.assert_allclose(
+        xp.to_numpy(xp.nn.conv2d(xp.asarray(x), xp.asarray(w), **geometry)), y
+    )
+    dy = rng.standard_normal(y.shape)
+    np.testing.assert_allclose(
+        xp.to_numpy(xp.nn.conv2d_backward_data(xp.asarray(dy), xp.asarray(w), x.shape, **geometry)),
+        ref.nn.conv2d_backward_data(dy, w, x.shape, **geometry),
+    )
+    np.testing.assert_allclose(
+        xp.to_numpy(
+            xp.nn.conv2d_backward_filter(xp.asarray(x), xp.asarray(dy), w.shape, **geometry)
+        ),
+        ref.nn.conv2d_backward_filter(x, dy, w.shape, **geometry),
+    )
+    x[0, 1, 2, 3] = np.nan
+    x[1, 2, :3, :3] = 5.0  # ties: the first maximum receives the gradient
+    pool = {"kernel_size": 3, "stride": 2, "padding": 1}
+    y = ref.nn.max_pool2d(x, **pool)
+    got = xp.nn.max_pool2d(xp.asarray(x), **pool)
+    np.testing.assert_array_equal(xp.to_numpy(got), y)
+    dy = rng.standard_normal(y.shape)
+    np.testing.assert_array_equal(
+        xp.to_numpy(xp.nn.max_pool2d_backward(xp.asarray(dy), xp.asarray(x), **pool)),
+        ref.nn.max_pool2d_backward(dy, x, **pool),
+    )
