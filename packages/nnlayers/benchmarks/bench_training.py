@@ -212,8 +212,14 @@ def time_case(case: Case, impls: list[Impl], budget: float) -> None:
             impl.times.append((time.perf_counter() - t0) / block)
 
 
-def peak_memory(case: Case, name: str) -> int:
-    """Peak bytes traced during one step (after two), everything the implementation holds."""
+def peak_memory(case: Case, name: str, *, warm: bool = True) -> int:
+    """Peak bytes traced during one step (after two), everything the implementation holds.
+
+    A first, untraced build and step (``warm``) leaves out what happens once per process
+    (lazy imports, NumPy's and arraycore's caches).
+    """
+    if warm:
+        peak_memory(case, name, warm=False)
     batches = make_batches(case, 1)
     x, y = batches[0]
     gc.collect()

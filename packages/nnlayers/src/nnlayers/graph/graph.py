@@ -168,6 +168,9 @@ class Graph:
             )
         plan, slots, residuals = self._pending
         self._pending = None
+        for w in self.wrt:
+            if isinstance(w, Parameter):
+                w.grad = None  # the last step's gradients need not live through this one
         grads = plan.run_backward(slots, residuals, seed)
         self.gradients = dict(zip(self.wrt, grads, strict=True))
         for w, g in self.gradients.items():

@@ -87,7 +87,7 @@ class Plan:
                 count = contributions[j]
                 scalar = len(self.specs[j].shape) == 0
                 mode = ASSIGN if count == 1 else ADD if count == 2 or scalar else ADD_INPLACE
-                aliasing[j] = count == 1 and op.grad_may_alias
+                aliasing[j] = count == 1 and op.grad_may_alias and not _reduces(op, k)
                 cast = self.specs[j].dtype if self.specs[j].dtype != self.specs[i].dtype else None
                 actions.append((k, j, mode, cast))
             backward = _bind_backward(op, xp, needs)
@@ -107,12 +107,14 @@ class Plan:
     def _compile_forward(self) -> None:
         a, xp, n = self.analysis, self.xp, self.size
         last_read: dict[int, int] = {}
+        self.readers = [0] * n
         for i in range(n):
             for j in a.inputs[i]:
                 last_read[j] = i
+                self.readers[j] += 1
         outputs = set(a.outputs)
-        self.forward_steps_eval = []
-        self.forward_steps_train = []
+        self.forward_steps_eval: list[tuple[Any, ...]] = []
+        self.forward_steps_train: list[tuple[Any, ...]] = []
         for i, op in enumerate(self.ops):
             if op is None:
                 continue
@@ -120,17 +122,51 @@ class Plan:
                 j for j in dict.fromkeys(a.inputs[i]) if last_read[j] == i and j not in outputs
             )
             free_train = tuple(j for j in free_eval if j not in self.backward_reads)
-            fn = _bind_forward(op, xp)
-            if self.guard:
-                fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
             residual = 0
             if op.has_residual:
                 residual = 2 if a.on_path[i] else 1
-            self.forward_steps_eval.append((fn, a.inputs[i], i, 1 if residual else 0, free_eval))
-            self.forward_steps_train.append((fn, a.inputs[i], i, residual, free_train))
+            for steps, frees in (
+                (self.forward_steps_eval, free_eval),
+                (self.forward_steps_train, free_train),
+            ):
+                donor = None if self.guard else self._donor(i, frees)
+                if donor is None:
+                    fn = _bind_forward(op, xp)
+                    if self.guard:
+                        fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
+                else:
+                    fn = partial(op.forward_inplace, xp, donor)
+                phase_residual = residual if steps is self.forward_steps_train else min(residual, 1)
+                steps.append((fn, a.inputs[i], i, phase_residual, frees))
         self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
         spec = self.specs[a.outputs[0]]
         self.seed = xp.ones(spec.shape, dtype=spec.dtype) if spec.is_float else None
+
+    def _donor(self, i: int, frees: tuple[int, ...]) -> int | None:
+        """The input of step ``i`` whose buffer its op may overwrite with its output, if any.
+
+        The input must be a fresh array (its producer says so) with the output's shape and
+        dtype, read by this step alone (so no view of it is alive) and by nothing afterwards.
+        """
+        op, a, specs = self.ops[i], self.analysis, self.specs
+        if op.has_residual or not op.inplace_inputs:
+            return None
+        ins = a.inputs[i]
+        k: int
+        for k in op.inplace_inputs:
+            j = ins[k]
+            producer = self.ops[j]
+            if (
+                j in frees
+                and producer is not None
+                and producer.fresh_output
+                and self.readers[j] == 1
+                and len(specs[j].shape) > 0
+                and specs[j].shape == specs[i].shape
+                and specs[j].dtype == specs[i].dtype
+            ):
+                return k
+        return None
 
     # -- running ---------------------------------------------------------------------------------
     def run_forward(self, values: list[Any], residuals: list[Any] | None) -> list[Any]:
@@ -240,3 +276,9 @@ def _bind_forward(op: Any, xp: Any) -> Any:
 def _bind_backward(op: Any, xp: Any, needs: tuple[bool, ...]) -> Any:
     # Called as backward(dy, inputs, output, residual): every op names the last argument needs.
     return partial(op.backward, xp, needs=needs)
+
+
+def _reduces(op: Any, k: int) -> bool:
+    """Whether a broadcasting op's gradient for input ``k`` is a sum (a new array, no alias)."""
+    plans = getattr(op, "plans", None) if hasattr(op, "reduce") else None
+    return bool(plans and plans[k][0])

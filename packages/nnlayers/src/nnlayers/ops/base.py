@@ -57,6 +57,13 @@ class Op:
     nondiff_inputs: ClassVar[tuple[int, ...]] = ()
     #: Whether forward depends on the train/eval phase or draws random numbers (``self.state``).
     phase_dependent: ClassVar[bool] = False
+    #: Whether forward always returns a new array that shares memory with no other array, so
+    #: that the plan may let the op that reads it last write its own result into it.
+    fresh_output: ClassVar[bool] = False
+    #: Inputs whose buffer :meth:`forward_inplace` can overwrite with the output. The plan uses
+    #: it only when that input is a fresh array of the output's shape and dtype that nothing
+    #: reads afterwards (not backward either).
+    inplace_inputs: ClassVar[tuple[int, ...]] = ()
 
     state: Any = None
 
@@ -96,6 +103,10 @@ class Op:
     ) -> tuple[Any, ...]:
         """One gradient per input (``None`` where not needed)."""
         raise NotImplementedError(f"op {self.name!r} is not differentiable")
+
+    def forward_inplace(self, xp: Any, k: int, *inputs: Any) -> Any:
+        """Forward writing its result into ``inputs[k]`` (one of :attr:`inplace_inputs`)."""
+        raise NotImplementedError(f"op {self.name!r} has no forward_inplace()")
 
     def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
         """Inputs backward will read, given which inputs need a gradient."""
@@ -145,6 +156,9 @@ def unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...], plan: tuple[tuple[int, 
     axes, drop = plan
     if not axes:
         return g
+    if drop and len(axes) == len(g.shape) - len(shape):
+        # only leading axes go (a bias): summing them away gives the shape directly
+        return xp.sum(g, axis=axes)
     g = xp.sum(g, axis=axes, keepdims=True)
     return xp.reshape(g, shape) if drop else g
 

@@ -7,8 +7,8 @@ class: anything with ``.name``, ``.value`` (updated in place) and ``.grad`` can 
 Every update runs on the device through ``xp.inplace`` ops of the parameters' arraycore
 namespace: no value is brought to the host during a step (gradient clipping included: its scale
 ``min(1, max_norm / (norm + eps))`` stays a 0-d device array). State buffers (momentum, moments)
-are allocated once per parameter at its first update; scratch space is shared by all parameters
-of one shape and dtype.
+are allocated once per parameter at its first update; scratch space is one flat buffer per dtype
+(two with clipping or coupled weight decay), as large as the largest parameter and shared by all.
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ class Optimizer:
         self._state: dict[int, dict[str, Array]] = {}
         self._counts: dict[int, int] = {}
         self._scratch: dict[tuple[int, tuple[int, ...], Any], tuple[Array, Array]] = {}
+        self._tmp: dict[tuple[int, tuple[int, ...], Any], Array] = {}
+        self._flat: dict[tuple[int, Any, str], Array] = {}
         if params is not None:
             self._set_params(params)
 
@@ -157,12 +159,13 @@ class Optimizer:
         lr = self._lr_at(self.step_count)
         active = []
         for p in self._params:
-            if p.grad is None or not getattr(p, "trainable", True):
+            grad = p.grad
+            if grad is None or not getattr(p, "trainable", True):
                 continue
-            if tuple(p.grad.shape) != tuple(p.value.shape):
+            if grad.shape != p.value.shape and tuple(grad.shape) != tuple(p.value.shape):
                 raise ValueError(
                     f"{type(self).__name__}: the gradient of {p.name!r} has shape "
-                    f"{tuple(p.grad.shape)}, but its value has shape {tuple(p.value.shape)}"
+                    f"{tuple(grad.shape)}, but its value has shape {tuple(p.value.shape)}"
                 )
             active.append(p)
         if not active:
@@ -178,31 +181,37 @@ class Optimizer:
                 dt = p.grad.dtype
                 if dt not in scales:
                     scales[dt] = xp.astype(scale, dt, copy=False)
+        states, counts, default_decay = self._state, self._counts, self.weight_decay
+        coupled, update, slots = self.coupled_weight_decay, self._update, self.slots
         for p in active:
             multiplier = getattr(p, "lr_multiplier", None)
             multiplier = 1.0 if multiplier is None else float(multiplier)
             if multiplier == 0.0:
                 continue
             decay = getattr(p, "weight_decay", None)
-            decay = self.weight_decay if decay is None else float(decay)
+            decay = default_decay if decay is None else float(decay)
             key = id(p)
-            state = self._state.get(key)
+            value = p.value
+            state = states.get(key)
             if state is None:
-                state = {s: xp.zeros_like(p.value) for s in self.slots}
-                self._state[key] = state
-            count = self._counts.get(key, 0) + 1
-            self._counts[key] = count
-            work, tmp = self._scratch_for(xp)(p.value)
+                state = {s: xp.zeros_like(value) for s in slots}
+                states[key] = state
+            count = counts.get(key, 0) + 1
+            counts[key] = count
             grad = p.grad
-            scale = scales.get(grad.dtype)
-            if scale is not None:
-                xp.inplace.multiply(grad, scale, out=work)
-                grad = work
-            if decay and self.coupled_weight_decay:
-                xp.inplace.multiply(p.value, decay, out=tmp)
-                xp.inplace.add(grad, tmp, out=work)
-                grad = work
-            self._update(xp, p.value, grad, state, tmp, lr * multiplier, decay, count)
+            scale = scales.get(grad.dtype) if scales else None
+            if scale is not None or (decay and coupled):
+                work, tmp = self._scratch_for(xp)(value)
+                if scale is not None:
+                    xp.inplace.multiply(grad, scale, out=work)
+                    grad = work
+                if decay and coupled:
+                    xp.inplace.multiply(value, decay, out=tmp)
+                    xp.inplace.add(grad, tmp, out=work)
+                    grad = work
+            else:
+                tmp = self._tmp_for(xp, value)
+            update(xp, value, grad, state, tmp, lr * multiplier, decay, count)
         self.step_count += 1
 
     def _update(
@@ -222,6 +231,7 @@ class Optimizer:
         raise NotImplementedError
 
     def _scratch_for(self, xp: Any) -> Callable[[Array], tuple[Array, Array]]:
+        """``get(like) -> (work, tmp)``: two scratch buffers of ``like``'s shape and dtype."""
         cache = self._scratch
         space = id(xp)
 
@@ -229,11 +239,32 @@ class Optimizer:
             key = (space, tuple(like.shape), like.dtype)
             found = cache.get(key)
             if found is None:
-                found = (xp.zeros_like(like), xp.zeros_like(like))
+                found = (self._view(xp, like, "work"), self._tmp_for(xp, like))
                 cache[key] = found
             return found
 
         return get
+
+    def _tmp_for(self, xp: Any, like: Array) -> Array:
+        """The ``tmp`` scratch buffer for arrays like ``like`` (cached per shape and dtype)."""
+        key = (id(xp), tuple(like.shape), like.dtype)
+        found = self._tmp.get(key)
+        if found is None:
+            found = self._tmp[key] = self._view(xp, like, "tmp")
+        return found
+
+    def _view(self, xp: Any, like: Array, which: str) -> Array:
+        # Scratch is used by one parameter at a time, so every shape shares one flat buffer per
+        # dtype, as large as the largest parameter: the scratch costs one parameter's memory,
+        # not two per shape.
+        size = math.prod(like.shape)
+        key = (id(xp), like.dtype, which)
+        flat = self._flat.get(key)
+        if flat is None or flat.shape[0] < size:
+            sizes = [math.prod(p.value.shape) for p in self._params if p.value.dtype == like.dtype]
+            flat = xp.zeros((max([size, *sizes]),), dtype=like.dtype)
+            self._flat[key] = flat
+        return xp.reshape(flat[:size], tuple(like.shape))
 
     # -- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -342,6 +373,8 @@ class Optimizer:
         fresh._state = {}
         fresh._counts = {}
         fresh._scratch = {}
+        fresh._tmp = {}
+        fresh._flat = {}
         fresh.step_count = 0
         fresh.last_grad_norm = None
         return fresh

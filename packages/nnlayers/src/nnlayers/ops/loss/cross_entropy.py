@@ -57,9 +57,13 @@ class SoftmaxCrossEntropy(Op):
         dlogits = dtarget = None
         if needs[0]:
             p = xp.exp(log_p)
-            if not self.integer:
+            if self.integer:
+                # p is a new array and the one-hot rows have its dtype: finish the gradient in it
+                xp.inplace.subtract(p, target, out=p)
+                dlogits = xp.inplace.multiply(p, g, out=p)
+            else:
                 p = xp.multiply(p, xp.sum(target, axis=-1, keepdims=True))
-            dlogits = xp.multiply(xp.subtract(p, target), g)
+                dlogits = xp.multiply(xp.subtract(p, target), g)
         if needs[1]:
             dtarget = xp.multiply(log_p, xp.negative(g))
         return dlogits, dtarget

@@ -13,9 +13,14 @@ class Add(Broadcasting):
 
     name = "add"
     grad_may_alias = True
+    fresh_output = True
+    inplace_inputs = (0, 1)
 
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.add(x1, x2)
+
+    def forward_inplace(self, xp: Any, k: int, x1: Any, x2: Any) -> Any:
+        return xp.inplace.add(x1, x2, out=x2 if k else x1)
 
     def backward(
         self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
@@ -31,9 +36,14 @@ class Subtract(Broadcasting):
 
     name = "subtract"
     grad_may_alias = True
+    fresh_output = True
+    inplace_inputs = (0, 1)
 
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.subtract(x1, x2)
+
+    def forward_inplace(self, xp: Any, k: int, x1: Any, x2: Any) -> Any:
+        return xp.inplace.subtract(x1, x2, out=x2 if k else x1)
 
     def backward(
         self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
@@ -48,12 +58,17 @@ class Multiply(Broadcasting):
     """``x1 * x2``; keeps each input only if the other one needs a gradient."""
 
     name = "multiply"
+    fresh_output = True
+    inplace_inputs = (0, 1)
 
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
 
     def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
         return xp.multiply(x1, x2)
+
+    def forward_inplace(self, xp: Any, k: int, x1: Any, x2: Any) -> Any:
+        return xp.inplace.multiply(x1, x2, out=x2 if k else x1)
 
     def backward(
         self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs

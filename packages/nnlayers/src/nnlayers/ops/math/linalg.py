@@ -22,6 +22,7 @@ class MatMul(Op):
     """``x1 @ x2``: ``dx1 = dy @ x2^T`` and ``dx2 = x1^T @ dy``, batch axes summed back."""
 
     name = "matmul"
+    fresh_output = True
 
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
@@ -42,6 +43,8 @@ class MatMul(Op):
         self.out2 = (*batch, a2[-2], b2[-1])
         self.a2, self.b2 = a2, b2
         self.plans = (reduction_plan(a2, self.out2), reduction_plan(b2, self.out2))
+        # two matrices: the gradients are plain products, no reshapes or batch sums
+        self.plain = a.ndim == 2 and b.ndim == 2
         shape = batch + (() if a.ndim == 1 else (a2[-2],)) + (() if b.ndim == 1 else (b2[-1],))
         return Spec(shape, result_dtype(a, b))
 
@@ -52,6 +55,12 @@ class MatMul(Op):
         self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         a, b = inputs
+        if self.plain:
+            mt = xp.matrix_transpose
+            return (
+                xp.matmul(dy, mt(b)) if needs[0] else None,
+                xp.matmul(mt(a), dy) if needs[1] else None,
+            )
         vector = len(self.shapes[0]) == 1 or len(self.shapes[1]) == 1
         if vector:
             dy = xp.reshape(dy, self.out2)

@@ -27,6 +27,7 @@ class Conv2D(Op):
     """2-D cross-correlation of ``x`` (N, C, H, W) with ``w`` (O, C, KH, KW), zero padding."""
 
     name = "conv2d"
+    fresh_output = True
 
     def __init__(self, stride: Any, padding: Any, dilation: Any) -> None:
         self.stride = stride

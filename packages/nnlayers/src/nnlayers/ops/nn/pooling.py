@@ -38,6 +38,7 @@ class MaxPool2D(Pool2D):
     """Maximum of each window; the gradient goes to each window's first maximum."""
 
     name = "max_pool2d"
+    fresh_output = True
     keep_inputs = (0,)
 
     def forward(self, xp: Any, x: Any) -> Any:
