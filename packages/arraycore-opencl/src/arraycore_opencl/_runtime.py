@@ -85,6 +85,9 @@ class DeviceRuntime:
         self._kernels: dict[tuple[str, str, str], Any] = {}
         self._meta: dict[tuple[int, ...], Any] = {}
         self._lock = threading.Lock()
+        # Kernel objects hold their arguments: setting them and enqueueing must not interleave
+        # between threads (a feed's prefetch thread may run kernels beside the training loop).
+        self._launch_lock = threading.Lock()
         #: Seconds spent building programs, and how many were built (for tests and tuning).
         self.build_seconds = 0.0
         self.builds = 0
@@ -123,7 +126,8 @@ class DeviceRuntime:
         if n <= 0:
             return
         ls = self.local_size
-        kernel(self.queue, (-(-n // ls) * ls,), (ls,), *args)
+        with self._launch_lock:
+            kernel(self.queue, (-(-n // ls) * ls,), (ls,), *args)
 
     # -- memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
