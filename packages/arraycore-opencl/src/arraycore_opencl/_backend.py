@@ -21,7 +21,7 @@ from arraycore.backend import (
     Shape,
 )
 
-from . import _runtime
+from . import _codegen, _runtime
 from ._array import OpenCLArray, contiguous_strides
 from ._runtime import DeviceRuntime
 
@@ -35,6 +35,9 @@ INSTALL = (
 #: Reductions longer than this are split into chunks of ``_CHUNK`` and finished in a 2nd pass.
 _SPLIT = 2048
 _CHUNK = 512
+
+#: dtype -> name, faster than ``dtype.name`` (a Python property in NumPy) on every launch.
+_NAME: dict[np.dtype, str] = {np.dtype(n): n for n in _codegen.CTYPES}
 
 _IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
 
@@ -60,6 +63,8 @@ def _collapse(
 
 def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...]:
     """Strides of ``x`` broadcast to ``shape`` (0 on new or stretched axes)."""
+    if x.shape == shape:
+        return x.strides
     lead = len(shape) - len(x.shape)
     if lead < 0 or any(s not in (1, t) for s, t in zip(x.shape, shape[lead:], strict=True)):
         raise ValueError(f"shape {tuple(x.shape)} does not broadcast to {tuple(shape)}")
@@ -85,6 +90,7 @@ class OpenCLBackend(Backend):
         p, d = (int(v) for v in str(self.device.id).split(":"))
         table = {(tp, td): dev for tp, td, _plat, dev in _runtime.device_table()}
         self.rt: DeviceRuntime = _runtime.runtime(p, d, table[(p, d)])
+        self._supported = frozenset(np.dtype(n) for n in self.rt.dtypes)
 
     # -- discovery -------------------------------------------------------------------------------
     @classmethod
@@ -183,6 +189,8 @@ class OpenCLBackend(Backend):
     # -- helpers -----------------------------------------------------------------------------------
     def _check_dtype(self, dtype: np.dtype) -> np.dtype:
         dt = np.dtype(dtype)
+        if dt in self._supported:
+            return dt
         if dt.name not in self.rt.dtypes:
             raise TypeError(
                 f"OpenCL device {self.device} has no {dt.name}"
@@ -264,7 +272,7 @@ class OpenCLBackend(Backend):
         boolean = op in ("isnan", "isinf", "logical_not")
         if out is None:
             out = self._empty(x.shape, np.dtype(np.bool_) if boolean else x.dtype)
-        return self._elementwise("ew", x.dtype.name, f"u_{op}", out, x)
+        return self._elementwise("ew", _NAME[x.dtype], f"u_{op}", out, x)
 
     def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> OpenCLArray:
         """Element-wise ``op`` with broadcasting over strided inputs."""
@@ -287,13 +295,13 @@ class OpenCLBackend(Backend):
             "pow",
         ):
             raise TypeError(f"{op}: not defined for bool arrays on the OpenCL backend")
-        return self._elementwise("ew", x1.dtype.name, f"b_{op}", out, x1, x2)
+        return self._elementwise("ew", _NAME[x1.dtype], f"b_{op}", out, x1, x2)
 
     def where(self, condition: Array, x1: Array, x2: Array) -> OpenCLArray:
         """Element-wise select with broadcasting."""
         shape = tuple(np.broadcast_shapes(condition.shape, x1.shape, x2.shape))
         out = self._empty(shape, x1.dtype)
-        return self._elementwise("ew", x1.dtype.name, "where", out, condition, x1, x2)
+        return self._elementwise("ew", _NAME[x1.dtype], "where", out, condition, x1, x2)
 
     def astype(self, x: Array, dtype: np.dtype) -> OpenCLArray:
         """A converted copy (a contiguous copy for the same dtype)."""
@@ -310,7 +318,7 @@ class OpenCLBackend(Backend):
                 byte_count=out.size * dt.itemsize,
             )
             return out
-        return self._elementwise("cast", x.dtype.name, f"cast_{dt.name}", out, x)
+        return self._elementwise("cast", _NAME[x.dtype], f"cast_{_NAME[dt]}", out, x)
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> OpenCLArray:
@@ -330,7 +338,7 @@ class OpenCLBackend(Backend):
         rshape, (rstrides,) = _collapse(
             tuple(x.shape[i] for i in axes), [tuple(x.strides[i] for i in axes)]
         )
-        kernel = self.rt.kernel("red", x.dtype.name, f"red_{op}")
+        kernel = self.rt.kernel("red", _NAME[x.dtype], f"red_{op}")
         src: OpenCLArray = x
         while True:
             chunk = _CHUNK if k > _SPLIT else k
@@ -369,7 +377,7 @@ class OpenCLBackend(Backend):
             return out
         kshape, (kstrides,) = _collapse(kept_shape, [tuple(x.strides[i] for i in keep)])
         self.rt.launch(
-            self.rt.kernel("red", x.dtype.name, op),
+            self.rt.kernel("red", _NAME[x.dtype], op),
             m,
             np.int64(m),
             np.int64(x.shape[axis]),
@@ -525,7 +533,7 @@ class OpenCLBackend(Backend):
             return
         if value._buf is x._buf:
             value = self.astype(value, value.dtype)  # the source may overlap the target
-        self._elementwise("cast", value.dtype.name, f"cast_{x.dtype.name}", target, value)
+        self._elementwise("cast", _NAME[value.dtype], f"cast_{_NAME[x.dtype]}", target, value)
 
     # -- gather / scatter --------------------------------------------------------------------------
     def take(self, x: Array, indices: Array, axis: int) -> OpenCLArray:
@@ -537,7 +545,7 @@ class OpenCLBackend(Backend):
             return out
         meta = self.rt.meta(shape + x.strides)
         self.rt.launch(
-            self.rt.kernel("idx", x.dtype.name, "take"),
+            self.rt.kernel("idx", _NAME[x.dtype], "take"),
             out.size,
             np.int64(out.size),
             np.int32(len(shape)),
@@ -564,7 +572,7 @@ class OpenCLBackend(Backend):
             values = self.astype(values, values.dtype)
         meta = self.rt.meta(iter_shape + out.strides + values.strides)
         self.rt.launch(
-            self.rt.kernel("idx", out.dtype.name, "scatter_add"),
+            self.rt.kernel("idx", _NAME[out.dtype], "scatter_add"),
             m,
             np.int64(m),
             np.int32(len(iter_shape)),
@@ -605,7 +613,7 @@ class OpenCLBackend(Backend):
         args: list[Any] = [np.int64(out.size), self._geometry(win, *inputs), out._buf]
         for x in inputs:
             args += [x._buf, np.int64(x._offset)]
-        self.rt.launch(self.rt.kernel("nn", out.dtype.name, name), out.size, *args)
+        self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), out.size, *args)
         return out
 
     def _im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
@@ -722,7 +730,7 @@ class OpenCLBackend(Backend):
         if n:
             seed, counter = state
             self.rt.launch(
-                self.rt.kernel("rng", out.dtype.name, "uniform"),
+                self.rt.kernel("rng", _NAME[out.dtype], "uniform"),
                 n,
                 np.int64(n),
                 out._buf,
