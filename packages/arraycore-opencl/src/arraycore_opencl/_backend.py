@@ -617,14 +617,19 @@ class OpenCLBackend(Backend):
         return out
 
     def _im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """``(N, C*KH*KW, OH*OW)`` columns of the (implicitly zero-padded) input."""
-        out = self._empty((win.n, win.c * win.kh * win.kw, win.out_h * win.out_w), x.dtype)
+        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input."""
+        out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
         return self._nn_launch("im2col", win, out, x)
 
     def _col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
         """The adjoint of :meth:`_im2col`, cropped to the unpadded image."""
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
         return self._nn_launch("col2im", win, out, self._contiguous(cols))
+
+    def _channels_first(self, y: OpenCLArray) -> OpenCLArray:
+        """``(N, C, H, W)`` as the ``(C, N*H*W)`` matrix the column layout multiplies."""
+        n, c, h, w = y.shape
+        return self.reshape(self.permute_dims(y, (1, 0, 2, 3)), (c, n * h * w))
 
     def _conv2d(
         self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
@@ -633,9 +638,10 @@ class OpenCLBackend(Backend):
         win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
         _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
         o = int(w.shape[0])
-        w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
-        y = xp.matmul(w2, self._im2col(x, win))
-        return xp.reshape(y, (win.n, o, win.out_h, win.out_w))
+        w2 = self.reshape(w, (o, win.c * win.kh * win.kw))
+        y2 = self.matmul(w2, self._im2col(x, win))  # one GEMM for the whole batch
+        y4 = self.reshape(y2, (o, win.n, win.out_h, win.out_w))
+        return self.astype(self.permute_dims(y4, (1, 0, 2, 3)), y4.dtype)
 
     def _conv2d_backward_data(
         self,
@@ -653,9 +659,9 @@ class OpenCLBackend(Backend):
         o = int(w.shape[0])
         _nn.check_output_shape(op, "dy", dy.shape, win, o)
         _nn.check_float(op, xp.isdtype, dy=dy, w=w)
-        w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
-        dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
-        return self._col2im(xp.matmul(xp.permute_dims(w2, (1, 0)), dy2), win)
+        w2 = self.reshape(w, (o, win.c * win.kh * win.kw))
+        cols = self.matmul(self.permute_dims(w2, (1, 0)), self._channels_first(dy))
+        return self._col2im(cols, win)
 
     def _conv2d_backward_filter(
         self,
@@ -673,9 +679,9 @@ class OpenCLBackend(Backend):
         o = int(w_shape[0])
         _nn.check_output_shape(op, "dy", dy.shape, win, o)
         _nn.check_float(op, xp.isdtype, x=x, dy=dy)
-        dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
-        dw = xp.tensordot(dy2, self._im2col(x, win), axes=((0, 2), (0, 2)))
-        return xp.reshape(dw, (o, win.c, win.kh, win.kw))
+        cols = self._im2col(x, win)
+        dw = self.matmul(self._channels_first(dy), self.permute_dims(cols, (1, 0)))
+        return self.reshape(dw, (o, win.c, win.kh, win.kw))
 
     def _conv2d_transpose(
         self,
@@ -694,9 +700,9 @@ class OpenCLBackend(Backend):
         )
         _nn.check_float(op, xp.isdtype, x=x, w=w)
         cin = int(w.shape[0])
-        w2 = xp.reshape(w, (cin, win.c * win.kh * win.kw))
-        x2 = xp.reshape(x, (win.n, cin, win.out_h * win.out_w))
-        return self._col2im(xp.matmul(xp.permute_dims(w2, (1, 0)), x2), win)
+        w2 = self.reshape(w, (cin, win.c * win.kh * win.kw))
+        cols = self.matmul(self.permute_dims(w2, (1, 0)), self._channels_first(x))
+        return self._col2im(cols, win)
 
     def _max_pool2d(
         self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0

@@ -502,6 +502,9 @@ _GEOMETRY = """
 def nn_program(dt: str, all_dtypes: list[str]) -> str:
     """im2col / col2im (convolutions) and max pooling forward / backward, one launch each.
 
+    The columns are laid out ``(C, KH, KW, N, OH, OW)``, i.e. a ``(C*KH*KW, N*OH*OW)`` matrix,
+    so that a whole batch is one GEMM.
+
     ``g`` (a ``long`` buffer) holds the window geometry ``N, C, H, W, KH, KW, OH, OW, SH, SW,
     DH, DW, TOP, LEFT`` and then the strides of the strided operands.
     """
@@ -515,9 +518,9 @@ __kernel void im2col(const long n, __global const long* g, __global {t}* out,
     long rem = gid;
     const long q = rem % OW; rem /= OW;
     const long p = rem % OH; rem /= OH;
+    const long b = rem % N; rem /= N;
     const long j = rem % KW; rem /= KW;
-    const long i = rem % KH; rem /= KH;
-    const long c = rem % C; const long b = rem / C;
+    const long i = rem % KH; const long c = rem / KH;
     const long r = p * SH + i * DH - TOP;
     const long s = q * SW + j * DW - LEFT;
     {t} v = ({t})0;
@@ -534,7 +537,7 @@ __kernel void col2im(const long n, __global const long* g, __global {t}* out,
     long rem = gid;
     const long w = rem % W; rem /= W;
     const long h = rem % H; rem /= H;
-    const long bc = rem;  /* b * C + c */
+    const long c = rem % C; const long b = rem / C;
     const long rp = h + TOP, sp = w + LEFT;
     {ct} acc = ({ct})0;
     for (long i = 0; i < KH; ++i) {{
@@ -547,7 +550,7 @@ __kernel void col2im(const long n, __global const long* g, __global {t}* out,
             if (ss < 0) break;
             if (ss % SW != 0 || ss / SW >= OW) continue;
             const long q = ss / SW;
-            acc += ({ct})cols[c_off + ((bc * KH + i) * KW + j) * OH * OW + p * OW + q];
+            acc += ({ct})cols[c_off + (((c * KH + i) * KW + j) * N + b) * OH * OW + p * OW + q];
         }}
     }}
     out[gid] = ({t})acc;
