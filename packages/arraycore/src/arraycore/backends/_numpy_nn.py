@@ -7,8 +7,8 @@ tie-breaking. What each one does differently, and why:
 - Convolutions build im2col from a ``sliding_window_view`` with one copy and call one batched
   ``matmul``; the filter gradient contracts over batch and positions in whichever layout needs
   the smaller transposed copy. Backward data and the transposed convolution produce their
-  columns tap-major, ``(N, KH, KW, C, positions)``, so each tap's strided ``+=`` in col2im reads
-  one contiguous block per image.
+  columns with one GEMM, tap-major and batch-innermost, ``(KH, KW, C, positions, N)``, so each
+  tap's strided ``+=`` in col2im runs over long contiguous rows.
 - Pooling reduces rows first, then columns (separable), with ``out=`` buffers: fewer passes over
   memory than one pass per kernel tap. Reductions over small window axes (``max(axis=(4, 5))``
   of a window view) and ``argmax`` within windows measured 3-20x slower than these loops.
@@ -77,22 +77,61 @@ def _im2col(x: np.ndarray, win: Window2d) -> np.ndarray:
     return _windows(x, win).transpose(0, 1, 4, 5, 2, 3).reshape(win.n, k, win.out_h * win.out_w)
 
 
+#: Output rows shorter than this make the NCHW im2col copy loop over tiny rows: build the
+#: columns batch-innermost instead (see :func:`_im2col_t`).
+_SHORT_ROWS = 16
+
+
+def _batch_inner(win: Window2d) -> bool:
+    return win.out_w < _SHORT_ROWS and win.stride[1] == 1
+
+
+def _im2col_t(x: np.ndarray, win: Window2d) -> np.ndarray:
+    """``(C*KH*KW, out_h*out_w*N)``: the columns with the batch innermost.
+
+    The image goes to ``(C, H, W, N)`` with one copy; every window row is then a contiguous run
+    of ``out_w * N`` elements, so the im2col copy moves long rows even when ``out_w`` is small.
+    """
+    xt = np.empty((win.c, win.padded_h, win.padded_w, win.n), dtype=x.dtype)
+    np.copyto(xt, _padded(x, win, 0).transpose(1, 2, 3, 0))
+    (sh, sw), (dh, dw) = win.stride, win.dilation
+    span = (dh * (win.kh - 1) + 1, dw * (win.kw - 1) + 1)
+    view = sliding_window_view(xt, span, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
+    k = win.c * win.kh * win.kw
+    return view.transpose(0, 4, 5, 1, 2, 3).reshape(k, win.out_h * win.out_w * win.n)
+
+
+def _dy_t(dy: np.ndarray, n: int, o: int, positions: int) -> np.ndarray:
+    """``dy`` as ``(O, positions * N)``, batch innermost (one copy)."""
+    dy_t = np.empty((o, positions, n), dtype=dy.dtype)
+    np.copyto(dy_t, dy.reshape(n, o, positions).transpose(1, 2, 0))
+    return dy_t.reshape(o, positions * n)
+
+
 def _col2im(w: np.ndarray, dy: np.ndarray, win: Window2d) -> np.ndarray:
     """The adjoint of im2col + matmul: ``dx`` from weights ``(O, C, KH, KW)`` and ``dy``.
 
-    The columns come out tap-major, ``(N, KH, KW, C, out_h*out_w)``, so that each tap's
-    block, added back with one strided ``+=``, is contiguous per image.
+    One GEMM gives the columns batch-innermost, ``(KH, KW, C, out_h, out_w, N)``, and they are
+    added back into an image laid out ``(C, H, W, N)``: each tap's strided ``+=`` then runs over
+    rows of ``out_w * N`` contiguous elements (one image-row of every image) rather than
+    ``out_w``, which is what made col2im slow. One copy brings ``dx`` back to NCHW.
     """
-    o, k2 = w.shape[0], win.kh * win.kw
-    w_taps = w.transpose(2, 3, 1, 0).reshape(k2 * win.c, o)
-    cols = np.matmul(w_taps, dy.reshape(win.n, o, win.out_h * win.out_w))
-    cols = cols.reshape(win.n, win.kh, win.kw, win.c, win.out_h, win.out_w)
-    xpad = np.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=cols.dtype)
+    o, k2, n, c = w.shape[0], win.kh * win.kw, win.n, win.c
+    positions = win.out_h * win.out_w
+    w_taps = w.transpose(2, 3, 1, 0).reshape(k2 * c, o)
+    cols = np.matmul(w_taps, _dy_t(dy, n, o, positions))
+    cols = cols.reshape(win.kh, win.kw, c, win.out_h, win.out_w, n)
+    xpad = np.zeros((c, win.padded_h, win.padded_w, n), dtype=cols.dtype)
     for i in range(win.kh):
         for j in range(win.kw):
             rows, cols_ = win.window_slices(i, j)
-            xpad[:, :, rows, cols_] += cols[:, i, j]
-    return _crop(xpad, win)
+            xpad[:, rows, cols_, :] += cols[i, j]
+    if win.padded:
+        rows, cols_ = win.interior()
+        xpad = xpad[:, rows, cols_, :]
+    dx = np.empty((n, c, win.h, win.w), dtype=cols.dtype)
+    np.copyto(dx, xpad.transpose(3, 0, 1, 2))
+    return dx
 
 
 # -- convolution ----------------------------------------------------------------------------------
@@ -103,7 +142,14 @@ def conv2d(
     win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
     _nn.check_float("conv2d", np.isdtype, x=x, w=w)
     o, k = w.shape[0], win.c * win.kh * win.kw
-    y: np.ndarray = np.matmul(w.reshape(o, k), _im2col(x, win))
+    y: np.ndarray
+    if _batch_inner(win):
+        # one GEMM over every image's positions, then one copy back to NCHW
+        y_t = np.matmul(w.reshape(o, k), _im2col_t(x, win))
+        y = np.empty((win.n, o, win.out_h, win.out_w), dtype=y_t.dtype)
+        np.copyto(y, y_t.reshape(o, win.out_h, win.out_w, win.n).transpose(3, 0, 1, 2))
+        return y
+    y = np.matmul(w.reshape(o, k), _im2col(x, win))
     return y.reshape(win.n, o, win.out_h, win.out_w)
 
 
@@ -142,7 +188,10 @@ def conv2d_backward_filter(
     k, positions = win.c * win.kh * win.kw, win.out_h * win.out_w
     dy3 = dy.reshape(win.n, o, positions)
     dw: np.ndarray
-    if positions >= k:
+    if _batch_inner(win):
+        # short output rows: batch-innermost columns and dy, one GEMM (transpose in its flags)
+        dw = _dy_t(dy, win.n, o, positions) @ _im2col_t(x, win).T
+    elif positions >= k:
         # many positions, short columns (first layers): N small products, then a sum of N
         # (O, K) results, cheaper than transposing the large dy
         dw = np.matmul(dy3, _im2col(x, win).transpose(0, 2, 1)).sum(axis=0)

@@ -69,6 +69,7 @@ class Graph:
         if wrt is None:
             wrt = [n for n in nodes if isinstance(n, Parameter) and n.trainable]
         self.wrt = list(wrt)
+        self._wrt_params = [w for w in self.wrt if isinstance(w, Parameter)]
         self.analysis = analyse(nodes, outs, self.wrt)
         if self.wrt and not outs[0].spec.is_float:
             raise GraphError(
@@ -168,12 +169,11 @@ class Graph:
             )
         plan, slots, residuals = self._pending
         self._pending = None
-        for w in self.wrt:
-            if isinstance(w, Parameter):
-                w.grad = None  # the last step's gradients need not live through this one
+        for p in self._wrt_params:
+            p.grad = None  # the last step's gradients need not live through this one
         grads = plan.run_backward(slots, residuals, seed)
         self.gradients = dict(zip(self.wrt, grads, strict=True))
-        for w, g in self.gradients.items():
+        for w, g in zip(self.wrt, grads, strict=True):
             if isinstance(w, Parameter):
                 w.grad = g
         return self.gradients

@@ -238,8 +238,8 @@ class Plan:
     def peak_memory(self, train: bool = True) -> int:
         """Peak bytes of the arrays this plan holds during one step (values, residuals, grads).
 
-        An estimate from the specs: views count as full arrays, residuals as one output-sized
-        array, and temporaries inside a kernel are not seen.
+        An estimate from the specs: views and in-place results count as full arrays, residuals
+        as one output-sized array, and temporaries inside a kernel are not seen.
         """
         a = self.analysis
         nbytes = [s.nbytes for s in self.specs]

@@ -83,7 +83,7 @@ class Relu(Unary):
     ) -> Grads:
         # dy * (y > 0): a product measured 5x faster than where() on NumPy (a NaN or inf in
         # dy where the unit is off gives NaN here rather than 0)
-        return (xp.multiply(dy, xp.astype(xp.greater(output, 0.0), dy.dtype)),)
+        return (xp.multiply(dy, xp.greater(output, 0.0)),)
 
 
 class LeakyRelu(Unary):
