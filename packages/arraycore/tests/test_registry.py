@@ -117,7 +117,7 @@ def test_unknown_backend_suggests_a_close_name_and_install_commands() -> None:
 
 
 def test_from_dlpack_of_an_object_without_dlpack_says_what_to_do() -> None:
-    for xp in (arraycore.namespace("tiny"),):  # numpy: see the NumPy backend's from_dlpack
+    for xp in (arraycore.namespace("numpy"), arraycore.namespace("tiny")):
         with pytest.raises(TypeError, match=r"from_dlpack: a builtins\.list does not support"):
             xp.from_dlpack([1.0, 2.0])
         tiny = arraycore.namespace("tiny")
@@ -234,3 +234,13 @@ def test_a_device_without_float64_says_so() -> None:
     assert xp.ones(2).dtype == np.dtype("float32")
     with pytest.raises(TypeError, match=r"zeros: device tiny:tiny1 .* has no float64"):
         xp.zeros(2, dtype=xp.float64)
+
+
+def test_a_numpy_scalar_result_stays_on_numpy() -> None:
+    # NumPy's full reductions give NumPy scalars, not 0-d arrays.
+    total = arraycore.namespace("numpy").sum(np.ones(3))
+    tiny = arraycore.namespace("tiny")
+    with arraycore.use("tiny"):
+        assert float(arraycore.exp(total)) == pytest.approx(np.exp(3.0))
+        with pytest.raises(BackendMismatchError, match=r"add: got a numpy\.float32"):
+            arraycore.add(tiny.ones(2), np.float32(2.0))

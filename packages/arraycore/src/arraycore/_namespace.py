@@ -46,6 +46,16 @@ def _scalar_fits(value: Any, dtype: np.dtype) -> bool:
     return dtype.kind == "f"
 
 
+def require_dlpack(x: Any) -> None:
+    """Raise a ``TypeError`` that says what to do if ``x`` cannot be imported through DLPack."""
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(
+            f"from_dlpack: a {type(x).__module__}.{type(x).__name__} does not support DLPack "
+            f"(no __dlpack__); copy it through the host instead: "
+            f"asarray(<its namespace>.to_numpy(x))"
+        )
+
+
 class _SubNamespace:
     """Base of the sub-namespaces (``nn``, ``inplace``, ``random``): they hold the parent."""
 
@@ -625,12 +635,7 @@ class Namespace:
     ) -> Array:
         """Import an array through DLPack; arraycore's generic path copies through the host."""
         self._check_device(device, "from_dlpack")
-        if not hasattr(x, "__dlpack__"):
-            raise TypeError(
-                f"from_dlpack: a {type(x).__module__}.{type(x).__name__} does not support DLPack "
-                f"(no __dlpack__); copy it through the host instead: "
-                f"asarray(<its namespace>.to_numpy(x))"
-            )
+        require_dlpack(x)
         host = np.from_dlpack(x)
         return self._backend.from_numpy(np.array(host, copy=True))
 

@@ -236,14 +236,21 @@ def _owner(x: Any) -> Namespace | None:
 def namespace_of(*args: Any) -> Namespace:
     """The namespace of the arrays among ``args`` (lists and tuples are searched one level).
 
-    Arrays of two backends or two devices are an error. Without arrays: :func:`namespace`.
+    Arrays of two backends or two devices are an error. Without arrays: :func:`namespace`. NumPy
+    scalars (what NumPy's reductions return) count as NumPy arrays when no other array is among
+    ``args``; beside another backend's array, that backend's namespace decides (and refuses them
+    with an error that names them, as the standard allows only Python scalars there).
     """
     found: Namespace | None = None
     found_arg: Any = None
+    numpy_scalar = False
     for arg in args:
         items = arg if isinstance(arg, list | tuple) else (arg,)
         for x in items:
-            if x is None or isinstance(x, bool | int | float | str | slice | np.generic):
+            if isinstance(x, np.generic):
+                numpy_scalar = True
+                continue
+            if x is None or isinstance(x, bool | int | float | str | slice):
                 continue
             ns = _owner(x)
             if ns is None:
@@ -256,4 +263,6 @@ def namespace_of(*args: Any) -> Namespace:
                     f"{type(found_arg).__name__} on {found.device} and a {type(x).__name__} "
                     f"on {ns.device}; move one explicitly (asarray, from_dlpack, to_numpy)"
                 )
+    if found is None and numpy_scalar:
+        return namespace("numpy", "cpu")
     return found if found is not None else namespace()

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .._namespace import require_dlpack
 from ..backend import Array, Backend, Device, Key, Shape
 
 _UFUNCS: dict[str, Callable[..., Any]] = {
@@ -140,7 +141,6 @@ _SAME_AS_NUMPY = [
     "linspace",
     "eye",
     "astype",
-    "from_dlpack",
     "reshape",
     "take",
     "arange",
@@ -183,6 +183,13 @@ _FAST_REDUCTIONS = {
     "max": _fast_reduction(np.maximum, np.max),
     "min": _fast_reduction(np.minimum, np.min),
 }
+
+
+def _from_dlpack(x: Any, /, *, device: Any = None, copy: bool | None = None) -> np.ndarray:
+    """NumPy's ``from_dlpack`` (zero-copy), with arraycore's error for objects without DLPack."""
+    require_dlpack(x)
+    result: np.ndarray = np.from_dlpack(x, device=device, copy=copy)
+    return result
 
 
 def _inplace_copy(src: Any, *, out: np.ndarray) -> np.ndarray:
@@ -281,6 +288,7 @@ class NumpyBackend(Backend):
         table: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_AS_NUMPY}
         table.update(_FAST_REDUCTIONS)
         table["matrix_transpose"] = _matrix_transpose
+        table["from_dlpack"] = _from_dlpack
         table["to_numpy"] = self.to_numpy
         for name, fn in _UFUNCS.items():
             table[f"inplace.{name}"] = fn
