@@ -19,6 +19,7 @@ import pytest
 import arraycore
 from arraycore.backend import BackendUnavailable, DeviceNotFound
 from arraycore_opencl import OpenCLArray, OpenCLBackend
+from arraycore_opencl._backend import _SMALL_GEMM
 from arraycore_opencl._runtime import ENV_NO_FP64
 
 try:
@@ -289,19 +290,35 @@ def test_long_reductions_split_into_chunks(xp: Any) -> None:
     assert int(xp.sum(xp.asarray(ints))) == int(ints.sum())
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
-def test_batched_matmul_with_broadcasting_and_transposes(xp: Any, dtype: str) -> None:
+@pytest.mark.parametrize(
+    ("dtype", "size"),
+    [(d, "small") for d in ("float32", "float64", "int32")]
+    + [(d, "clblast") for d in ("float32", "float64")],
+)
+def test_batched_matmul_with_broadcasting_and_transposes(xp: Any, dtype: str, size: str) -> None:
+    """Small products run the plain kernel, big float ones CLBlast (gemm, gemmStridedBatched)."""
     if dtype not in xp.__array_namespace_info__().dtypes():
         pytest.skip(f"the device has no {dtype}")
     rng = np.random.default_rng(1)
-    a = (rng.standard_normal((4, 1, 33, 17)) * 4).astype(dtype)
-    b = (rng.standard_normal((3, 17, 9)) * 4).astype(dtype)
-    w = (rng.standard_normal((9, 17)) * 4).astype(dtype)
+    m, k, n = (33, 17, 9) if size == "small" else (130, 97, 120)
+    a = (rng.standard_normal((4, 1, m, k)) * 4).astype(dtype)
+    b = (rng.standard_normal((3, k, n)) * 4).astype(dtype)
+    w = (rng.standard_normal((n, k)) * 4).astype(dtype)
+    if size == "clblast":
+        assert m * n * k > _SMALL_GEMM  # every product below goes to CLBlast
+    else:
+        assert 12 * m * n * k < _SMALL_GEMM
     rtol = 1e-4 if dtype == "float32" else 1e-10
     x, y, v = xp.asarray(a), xp.asarray(b), xp.asarray(w)
     np.testing.assert_allclose(xp.to_numpy(x @ y), a @ b, rtol=rtol, atol=1e-3)
     np.testing.assert_allclose(xp.to_numpy(x @ v.T), a @ w.T, rtol=rtol, atol=1e-3)
-    np.testing.assert_allclose(xp.to_numpy(v @ x[0, 0].T), w @ a[0, 0].T, rtol=rtol, atol=1e-3)
+    big = np.concatenate([a[:, 0]] * 4, axis=1)  # (4, 4m, k): 2-D products
+    np.testing.assert_allclose(
+        xp.to_numpy(xp.asarray(big[0]) @ v.T), big[0] @ w.T, rtol=rtol, atol=1e-3
+    )
+    np.testing.assert_allclose(
+        xp.to_numpy(v @ xp.asarray(big[1]).T), w @ big[1].T, rtol=rtol, atol=1e-3
+    )
     np.testing.assert_allclose(
         xp.to_numpy(x[:, :, ::2] @ v[:, ::-1].T), a[:, :, ::2] @ w[:, ::-1].T, rtol=rtol, atol=1e-3
     )

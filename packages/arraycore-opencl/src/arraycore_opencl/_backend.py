@@ -39,6 +39,10 @@ _CHUNK = 512
 #: dtype -> name, faster than ``dtype.name`` (a Python property in NumPy) on every launch.
 _NAME: dict[np.dtype, str] = {np.dtype(n): n for n in _codegen.CTYPES}
 
+#: Products of at most this many multiply-adds (batch included) use the plain kernel: below it,
+#: CLBlast's per-call setup (milliseconds on PoCL) costs more than the product.
+_SMALL_GEMM = 1 << 20
+
 _IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
@@ -392,7 +396,8 @@ class OpenCLBackend(Backend):
 
     # -- linear algebra ----------------------------------------------------------------------------
     def matmul(self, x1: Array, x2: Array) -> OpenCLArray:
-        """Batched matrix product: CLBlast GEMM for floats, a plain kernel for integers."""
+        """Batched matrix product: CLBlast GEMM for floats, a plain strided kernel for integers
+        and for small products (up to ``_SMALL_GEMM`` multiply-adds)."""
         m, k = x1.shape[-2:]
         n = x2.shape[-1]
         batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
@@ -403,13 +408,19 @@ class OpenCLBackend(Backend):
         if k == 0:
             return self.full(out.shape, 0, dt)
         nb = math.prod(batch)
-        if dt.name in ("float32", "float64") or (dt.name == "float16" and self.rt.fp16):
+        blas = _NAME[dt] in ("float32", "float64") or (_NAME[dt] == "float16" and self.rt.fp16)
+        if blas and nb * m * n * k > _SMALL_GEMM:
             self._gemm(x1, x2, out, batch, m, n, k)
             return out
-        a = self._contiguous(self.broadcast_to(x1, (*batch, m, k)))
-        b = self._contiguous(self.broadcast_to(x2, (*batch, k, n)))
+        if nb == 1:
+            a, b = x1, x2
+            a_bs = b_bs = 0
+        else:
+            a = self._contiguous(self.broadcast_to(x1, (*batch, m, k)))
+            b = self._contiguous(self.broadcast_to(x2, (*batch, k, n)))
+            a_bs, b_bs = m * k, k * n
         self.rt.launch(
-            self.rt.kernel("idx", dt.name, "matmul"),
+            self.rt.kernel("idx", _NAME[dt], "matmul"),
             out.size,
             np.int64(nb),
             np.int64(m),
@@ -418,8 +429,14 @@ class OpenCLBackend(Backend):
             out._buf,
             a._buf,
             np.int64(a._offset),
+            np.int64(a_bs),
+            np.int64(a.strides[-2]),
+            np.int64(a.strides[-1]),
             b._buf,
             np.int64(b._offset),
+            np.int64(b_bs),
+            np.int64(b.strides[-2]),
+            np.int64(b.strides[-1]),
         )
         return out
 

@@ -396,7 +396,11 @@ __kernel void {op}(const long m, const long k, const long st, const int nk,
 
 # -- gather, scatter, matmul ------------------------------------------------------------------------
 def index_program(dt: str, all_dtypes: list[str]) -> str:
-    """``take``, ``scatter_add`` and a plain batched ``matmul`` (for integer dtypes)."""
+    """``take``, ``scatter_add`` and a plain strided batched ``matmul``.
+
+    The plain matmul serves integer dtypes, and small float products, where CLBlast's per-call
+    setup costs more than the product itself.
+    """
     t, ct = CTYPES[dt], COMPUTE[dt]
     return (
         _OFFSET_FN
@@ -435,16 +439,18 @@ __kernel void scatter_add(const long m, const int nd, const int axis, const long
 
 __kernel void matmul(const long batch, const long mr, const long nc, const long kk,
                      __global {t}* out, __global const {t}* a, const long a_off,
-                     __global const {t}* b, const long b_off) {{
+                     const long a_bs, const long a_rs, const long a_cs,
+                     __global const {t}* b, const long b_off,
+                     const long b_bs, const long b_rs, const long b_cs) {{
     const long gid = get_global_id(0);
     if (gid >= batch * mr * nc) return;
     const long col = gid % nc;
     const long row = (gid / nc) % mr;
     const long bt = gid / (nc * mr);
-    const long pa = a_off + bt * mr * kk + row * kk;
-    const long pb = b_off + bt * kk * nc + col;
+    const long pa = a_off + bt * a_bs + row * a_rs;
+    const long pb = b_off + bt * b_bs + col * b_cs;
     {ct} acc = ({ct})0;
-    for (long q = 0; q < kk; ++q) acc += ({ct})a[pa + q] * ({ct})b[pb + q * nc];
+    for (long q = 0; q < kk; ++q) acc += ({ct})a[pa + q * a_cs] * ({ct})b[pb + q * b_rs];
     out[gid] = ({t})acc;
 }}
 """
