@@ -388,7 +388,7 @@ def _finite_max(x: np.ndarray, axis: Any) -> np.ndarray | None:
     if x.dtype.kind != "f":
         return None
     m: np.ndarray = np.maximum.reduce(x, axis=axis, keepdims=True)
-    return m if np.isfinite(m).all() else None
+    return m if np.logical_and.reduce(np.isfinite(m), axis=None) else None
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -421,12 +421,22 @@ def one_hot(indices: np.ndarray, num_classes: int, *, dtype: Any = None) -> np.n
     if (
         dtype is None
         or type(num_classes) is not int
-        or not isinstance(indices, np.ndarray)
-        or indices.dtype not in (np.int64, np.int32)
+        or type(indices) is not np.ndarray
+        or indices.dtype.kind != "i"
+        or indices.dtype.itemsize < 4
         or not 0 <= num_classes <= 2**31
     ):
         result: np.ndarray = _nn.one_hot(np, indices, num_classes, dtype=dtype)
         return result
-    hits = np.equal(indices[..., None], np.arange(num_classes, dtype=indices.dtype))
+    key = (num_classes, indices.dtype)
+    classes = _CLASSES.get(key)
+    if classes is None:
+        classes = _CLASSES[key] = np.arange(num_classes, dtype=indices.dtype)
+        classes.flags.writeable = False
+    hits = np.equal(indices[..., None], classes)
     out: np.ndarray = hits.astype(dtype)
     return out
+
+
+#: ``arange(num_classes)`` per (num_classes, index dtype), for one_hot (read-only).
+_CLASSES: dict[tuple[int, np.dtype], np.ndarray] = {}
