@@ -181,6 +181,14 @@ class NNNamespace(_SubNamespace):
         """One-hot rows for integer ``indices``: shape ``indices.shape + (num_classes,)``."""
         return _nn.one_hot(self._xp, indices, num_classes, dtype=dtype)
 
+    def softmax_cross_entropy(
+        self, logits: Array, labels: Array, scale: float = 1.0
+    ) -> tuple[Array, Array]:
+        """``(loss, dlogits)``: ``-scale * sum(log_softmax(logits)[..., labels])`` over every
+        example (integer ``labels``, classes last) and its gradient with respect to ``logits``,
+        ``(softmax(logits) - one_hot(labels)) * scale``."""
+        return _nn.softmax_cross_entropy(self._xp, logits, labels, scale)
+
     def scatter_add(self, x: Array, indices: Array, values: Array, axis: int = 0) -> Array:
         """A copy of ``x`` with ``values`` added at 1-D ``indices`` along ``axis``.
 

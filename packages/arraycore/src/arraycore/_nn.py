@@ -53,6 +53,7 @@ __all__ = [
     "max_pool2d_backward",
     "one_hot",
     "softmax",
+    "softmax_cross_entropy",
 ]
 
 
@@ -657,3 +658,46 @@ def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = Non
         indices = xp.astype(indices, index_dtype)
     classes = xp.arange(n, dtype=index_dtype)
     return xp.astype(xp.equal(xp.expand_dims(indices, axis=-1), classes), dtype)
+
+
+# -- softmax cross-entropy ----------------------------------------------------------------------
+def check_cross_entropy(op: str, isdtype: Any, logits: Array, labels: Array) -> int:
+    """Check float ``logits`` (classes last) against integer ``labels`` of shape
+    ``logits.shape[:-1]``; returns the number of classes."""
+    check_float(op, isdtype, logits=logits)
+    shape = tuple(logits.shape)
+    if not shape:
+        raise ValueError(f"{op}: logits need a class axis, got a 0-d array")
+    if not isdtype(labels.dtype, "integral"):
+        raise TypeError(
+            f"{op}: labels must have an integer dtype, got {labels.dtype} "
+            f"(shape {tuple(labels.shape)})"
+        )
+    if tuple(labels.shape) != shape[:-1]:
+        raise ValueError(
+            f"{op}: labels of shape {tuple(labels.shape)} do not match logits of shape "
+            f"{shape} (expected {shape[:-1]})"
+        )
+    return int(shape[-1])
+
+
+def softmax_cross_entropy(
+    xp: Namespace, logits: Array, labels: Array, scale: float = 1.0
+) -> tuple[Array, Array]:
+    """Cross-entropy of ``softmax(logits)`` (classes on the last axis) against integer class
+    ``labels`` of shape ``logits.shape[:-1]``, and its gradient: returns ``(loss, dlogits)``.
+
+    ``loss = -scale * sum(log_softmax(logits)[..., label])`` over every example, a 0-d array of
+    the logits' dtype (``scale=1/N`` gives the batch mean); ``dlogits = (softmax(logits) -
+    one_hot(labels)) * scale`` is its gradient with respect to ``logits`` (a new array: multiply
+    it by the incoming gradient of the loss for backward). A label outside ``[0, classes)``
+    contributes nothing (its one-hot row is all zero, as in :func:`one_hot`); ``-inf`` logits
+    of other classes are fine. Rows whose max is not finite give NaN, as in :func:`softmax`.
+    """
+    classes = check_cross_entropy("softmax_cross_entropy", xp.isdtype, logits, labels)
+    scale = float(scale)
+    log_p = log_softmax(xp, logits, axis=-1)
+    hits = one_hot(xp, labels, classes, dtype=xp.bool)
+    loss = xp.multiply(xp.sum(xp.where(hits, log_p, 0.0)), -scale)
+    dlogits = xp.multiply(xp.subtract(xp.exp(log_p), xp.astype(hits, logits.dtype)), scale)
+    return loss, dlogits

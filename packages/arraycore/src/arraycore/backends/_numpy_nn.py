@@ -15,6 +15,10 @@ tie-breaking. What each one does differently, and why:
 - Softmax, log-softmax and one-hot skip the reference's generic checks on the common path
   (finite maxima, int64/int32 indices, an explicit dtype) and fall back to it otherwise; a
   training step of a small network spends most of its time in such per-call overheads.
+- Softmax cross-entropy (integer labels in range, float32/float64) shifts by the max of the
+  whole array rather than each row's (a reduction along a short last axis costs several times
+  a flat one; inputs where that would lose precision, a row far below the rest, go to the
+  reference) and reaches the label entries through flat indices: no one-hot rows.
 - Max-pool backward hands the gradient to each window's first maximum by carrying the
   not-yet-delivered gradient from tap to tap (multiply by the match mask, add, subtract), with
   no boolean bookkeeping; inputs where that trick is not exact (NaN in a window, non-finite
@@ -23,6 +27,7 @@ tie-breaking. What each one does differently, and why:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,6 +49,7 @@ __all__ = [
     "softmax",
     "log_softmax",
     "one_hot",
+    "softmax_cross_entropy",
 ]
 
 
@@ -436,6 +442,70 @@ def one_hot(indices: np.ndarray, num_classes: int, *, dtype: Any = None) -> np.n
     hits = np.equal(indices[..., None], classes)
     out: np.ndarray = hits.astype(dtype)
     return out
+
+
+#: Smallest row sum of ``exp(x - max(x))`` the cross-entropy fast path accepts: a row whose
+#: max lies more than ~46 below the global max goes to the reference instead.
+_MIN_ROW_SUM = 1e-20
+
+
+def _flat_labels(labels: Any, logits: Any) -> np.ndarray | None:
+    """Flat indices of the label entries of ``logits`` when the fast path applies, else None."""
+    if not (
+        type(logits) is np.ndarray
+        and type(labels) is np.ndarray
+        and logits.dtype.kind == "f"
+        and logits.dtype.itemsize >= 4
+        and logits.size > 0
+        and labels.dtype.kind == "i"
+        and labels.dtype.itemsize >= 4
+        and labels.shape == logits.shape[:-1]
+    ):
+        return None
+    classes = logits.shape[-1]
+    flat = labels.reshape(-1)
+    # negative labels are huge as unsigned: one reduction checks both ends of the range
+    if np.maximum.reduce(flat.view(_UNSIGNED[flat.dtype.itemsize]), axis=None) >= classes:
+        return None
+    key = (flat.shape[0], classes)
+    offsets = _OFFSETS.get(key)
+    if offsets is None:
+        offsets = _OFFSETS[key] = np.arange(0, flat.shape[0] * classes, classes, dtype=np.int64)
+        offsets.flags.writeable = False
+    index: np.ndarray = np.add(flat, offsets)
+    return index
+
+
+def softmax_cross_entropy(
+    logits: np.ndarray, labels: np.ndarray, scale: float = 1.0
+) -> tuple[Any, np.ndarray]:
+    """:func:`arraycore._nn.softmax_cross_entropy`; labels out of range, non-finite logits and
+    rows far below the global max go to the reference."""
+    index = _flat_labels(labels, logits)
+    if index is not None:
+        top = np.maximum.reduce(logits, axis=None)
+        if math.isfinite(top):
+            z: np.ndarray = np.subtract(logits, top)
+            p = np.exp(z)
+            s = np.add.reduce(p, axis=-1, keepdims=True)
+            if np.minimum.reduce(s, axis=None) >= _MIN_ROW_SUM:
+                scale = float(scale)
+                np.divide(p, s, out=p)
+                np.log(s, out=s)
+                # loss: sum over examples of log(sum(exp(z))) - z[label]
+                picked = np.add.reduce(z.reshape(-1).take(index))
+                loss = (np.add.reduce(s, axis=None) - picked) * scale
+                np.multiply(p, scale, out=p)
+                flat = p.reshape(-1)
+                flat[index] -= scale
+                return loss, p
+    result: tuple[Any, np.ndarray] = _nn.softmax_cross_entropy(np, logits, labels, scale)
+    return result
+
+
+_UNSIGNED: dict[int, np.dtype[Any]] = {4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
+#: ``arange(0, n * classes, classes)`` per (n, classes), for softmax_cross_entropy (read-only).
+_OFFSETS: dict[tuple[int, int], np.ndarray] = {}
 
 
 #: ``arange(num_classes)`` per (num_classes, index dtype), for one_hot (read-only).

@@ -70,6 +70,7 @@ class Graph:
             wrt = [n for n in nodes if isinstance(n, Parameter) and n.trainable]
         self.wrt = list(wrt)
         self._wrt_params = [w for w in self.wrt if isinstance(w, Parameter)]
+        self._grad_slots = [(k, w) for k, w in enumerate(self.wrt) if isinstance(w, Parameter)]
         self.analysis = analyse(nodes, outs, self.wrt)
         if self.wrt and not outs[0].spec.is_float:
             raise GraphError(
@@ -173,9 +174,8 @@ class Graph:
             p.grad = None  # the last step's gradients need not live through this one
         grads = plan.run_backward(slots, residuals, seed)
         self.gradients = dict(zip(self.wrt, grads, strict=True))
-        for w, g in zip(self.wrt, grads, strict=True):
-            if isinstance(w, Parameter):
-                w.grad = g
+        for k, w in self._grad_slots:
+            w.grad = grads[k]
         return self.gradients
 
     # -- feeds and specialisation --------------------------------------------------------------------

@@ -13,7 +13,9 @@ written.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from functools import partial
+from operator import itemgetter
 from typing import Any
 
 from ..expr.node import run_infer
@@ -93,7 +95,24 @@ class Plan:
             backward = _bind_backward(op, xp, needs)
             if self.guard:
                 backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
-            steps.append([backward, i, read, op.keep_output, tuple(actions), (), i not in wrt])
+            # plain first contributions (no cast) are stored by the fastest loop of run_backward
+            assigns = tuple(
+                (k, j) for k, j, mode, cast in actions if mode == ASSIGN and cast is None
+            )
+            others = tuple(x for x in actions if x[2] != ASSIGN or x[3] is not None)
+            steps.append(
+                [
+                    backward,
+                    i,
+                    _getter(read),
+                    op.keep_output,
+                    tuple(actions),
+                    (),
+                    i not in wrt,
+                    assigns,
+                    others,
+                ]
+            )
         frees: dict[int, list[int]] = {}
         for j, b in self.backward_reads.items():
             frees.setdefault(b, []).append(j)
@@ -102,6 +121,7 @@ class Plan:
         self.backward_steps = [tuple(s) for s in steps]
         loss = a.outputs[0]
         self.copy_grad = {w: aliasing[w] or w == loss for w in a.wrt}
+        self.wrt_results = tuple((w, self.copy_grad[w]) for w in a.wrt)
         self.contributions = contributions
 
     def _compile_forward(self) -> None:
@@ -137,7 +157,7 @@ class Plan:
                 else:
                     fn = partial(op.forward_inplace, xp, donor)
                 phase_residual = residual if steps is self.forward_steps_train else min(residual, 1)
-                steps.append((fn, a.inputs[i], i, phase_residual, frees))
+                steps.append((fn, _getter(a.inputs[i]), i, phase_residual, frees))
         self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
         spec = self.specs[a.outputs[0]]
         self.seed = xp.ones(spec.shape, dtype=spec.dtype) if spec.is_float else None
@@ -178,7 +198,7 @@ class Plan:
         train = residuals is not None
         steps = self.forward_steps_train if train else self.forward_steps_eval
         for fn, ins, out, residual, frees in steps:
-            y = fn(*[values[j] for j in ins])
+            y = fn(*ins(values))
             if residual:
                 y, kept = y
                 if residual == 2:
@@ -200,18 +220,15 @@ class Plan:
         loss = a.outputs[0]
         grads[loss] = self.seed if seed is None else seed
         add, add_inplace, astype = xp.add, xp.inplace.add, xp.astype
-        for backward, out, read, keep_output, actions, frees, clear in self.backward_steps:
+        for bwd, out, read, keep, _, frees, clear, assigns, others in self.backward_steps:
             dy = grads[out]
             if clear:
                 grads[out] = None
-            gs = backward(
-                dy,
-                tuple([values[j] for j in read]),
-                values[out] if keep_output else None,
-                residuals[out],
-            )
+            gs = bwd(dy, read(values), values[out] if keep else None, residuals[out])
             residuals[out] = None
-            for k, j, mode, cast in actions:
+            for k, j in assigns:
+                grads[j] = gs[k]
+            for k, j, mode, cast in others:
                 g = gs[k]
                 if cast is not None:
                     g = astype(g, cast)
@@ -224,12 +241,12 @@ class Plan:
             for j in frees:
                 values[j] = None
         result = []
-        for w in a.wrt:
+        for w, copied in self.wrt_results:
             g = grads[w]
             if g is None:
                 spec = self.specs[w]
                 g = xp.zeros(spec.shape, dtype=spec.dtype)
-            elif self.copy_grad[w]:
+            elif copied:
                 g = xp.astype(g, g.dtype, copy=True)
             result.append(g)
         return result
@@ -254,7 +271,7 @@ class Plan:
             return peak
         live -= sum(nbytes[j] for j in self.release_after_train_forward)
         live += nbytes[a.outputs[0]]
-        for _bwd, out, _read, _keep, actions, frees, clear in self.backward_steps:
+        for _bwd, out, _read, _keep, actions, frees, clear, _, _ in self.backward_steps:
             for _k, j, mode, _cast in actions:
                 if mode != ADD_INPLACE:
                     live += nbytes[j]
@@ -269,13 +286,28 @@ class Plan:
         return peak
 
 
+def _getter(slots: tuple[int, ...]) -> Callable[[list[Any]], Any]:
+    """``get(values)``: the values in ``slots``, as a tuple (a list for one slot), in C."""
+    if len(slots) > 1:
+        return itemgetter(*slots)
+    if len(slots) == 1:
+        return itemgetter(slice(slots[0], slots[0] + 1))
+    return lambda values: ()
+
+
 def _bind_forward(op: Any, xp: Any) -> Any:
     return partial(op.forward, xp)
 
 
 def _bind_backward(op: Any, xp: Any, needs: tuple[bool, ...]) -> Any:
-    # Called as backward(dy, inputs, output, residual): every op names the last argument needs.
-    return partial(op.backward, xp, needs=needs)
+    # Called as backward(dy, inputs, output, residual), all positional (no keyword merging
+    # per call, as a partial with needs= would do).
+    backward = op.backward
+
+    def run(dy: Any, inputs: Any, output: Any, residual: Any) -> Any:
+        return backward(xp, dy, inputs, output, residual, needs)
+
+    return run
 
 
 def _reduces(op: Any, k: int) -> bool:

@@ -99,6 +99,10 @@ class Optimizer:
         self._scratch: dict[tuple[int, tuple[int, ...], Any], tuple[Array, Array]] = {}
         self._tmp: dict[tuple[int, tuple[int, ...], Any], Array] = {}
         self._flat: dict[tuple[int, Any, str], Array] = {}
+        #: id(parameter) -> (value, state, tmp) as of its last update (rebuilt when any of them
+        #: may have changed: a new value array, rebound parameters, loaded state)
+        self._buffers: dict[int, tuple[Array, dict[str, Array], Array]] = {}
+        self._namespace: tuple[Array, Any] | None = None
         if params is not None:
             self._set_params(params)
 
@@ -130,6 +134,7 @@ class Optimizer:
                 seen.add(id(p))
                 found.append(p)
         self._params = found
+        self._buffers = {}
         self._state = {k: v for k, v in self._state.items() if k in seen}
         self._counts = {k: v for k, v in self._counts.items() if k in seen}
 
@@ -171,7 +176,13 @@ class Optimizer:
         if not active:
             self.step_count += 1
             return
-        xp = arraycore.namespace_of(active[0].value)
+        first = active[0].value
+        cached_xp = self._namespace
+        if cached_xp is not None and cached_xp[0] is first:
+            xp = cached_xp[1]
+        else:
+            xp = arraycore.namespace_of(first)
+            self._namespace = (first, xp)
         scales: dict[Any, Array] = {}
         if self.clip_norm is not None:
             norm = global_norm([p.grad for p in active], xp=xp, scratch=self._scratch_for(xp))
@@ -182,7 +193,8 @@ class Optimizer:
                 if dt not in scales:
                     scales[dt] = xp.astype(scale, dt, copy=False)
         states, counts, default_decay = self._state, self._counts, self.weight_decay
-        coupled, update, slots = self.coupled_weight_decay, self._update, self.slots
+        coupled, slots, buffers = self.coupled_weight_decay, self.slots, self._buffers
+        updates: list[tuple[Any, ...]] = []
         for p in active:
             multiplier = getattr(p, "lr_multiplier", None)
             multiplier = 1.0 if multiplier is None else float(multiplier)
@@ -192,10 +204,15 @@ class Optimizer:
             decay = default_decay if decay is None else float(decay)
             key = id(p)
             value = p.value
-            state = states.get(key)
-            if state is None:
-                state = {s: xp.zeros_like(value) for s in slots}
-                states[key] = state
+            # (value, state, tmp) of the parameter, looked up once while its value stays
+            found = buffers.get(key)
+            if found is None or found[0] is not value:
+                state = states.get(key)
+                if state is None:
+                    state = {s: xp.zeros_like(value) for s in slots}
+                    states[key] = state
+                found = buffers[key] = (value, state, self._tmp_for(xp, value))
+            _, state, tmp = found
             count = counts.get(key, 0) + 1
             counts[key] = count
             grad = p.grad
@@ -209,10 +226,19 @@ class Optimizer:
                     xp.inplace.multiply(value, decay, out=tmp)
                     xp.inplace.add(grad, tmp, out=work)
                     grad = work
-            else:
-                tmp = self._tmp_for(xp, value)
-            update(xp, value, grad, state, tmp, lr * multiplier, decay, count)
+                # ``work`` is shared by every parameter: update this one before the next
+                self._update(xp, value, grad, state, tmp, lr * multiplier, decay, count)
+                continue
+            updates.append((value, grad, state, tmp, lr * multiplier, decay, count))
+        self._update_all(xp, updates)
         self.step_count += 1
+
+    def _update_all(self, xp: Any, updates: list[tuple[Any, ...]]) -> None:
+        """Apply :meth:`_update` to every ``(value, grad, state, tmp, lr, weight_decay,
+        count)`` of this step, in order (a subclass may do it in one loop of its own)."""
+        update = self._update
+        for value, grad, state, tmp, lr, decay, count in updates:
+            update(xp, value, grad, state, tmp, lr, decay, count)
 
     def _update(
         self,
@@ -328,6 +354,7 @@ class Optimizer:
             plan.append((p, slot, array))
         if problems:
             raise ValueError(f"{kind}.load_state_dict: " + "; ".join(problems))
+        self._buffers = {}
         for p, slot, array in plan:
             xp = arraycore.namespace_of(p.value)
             if slot == "step":
@@ -375,6 +402,8 @@ class Optimizer:
         fresh._scratch = {}
         fresh._tmp = {}
         fresh._flat = {}
+        fresh._buffers = {}
+        fresh._namespace = None
         fresh.step_count = 0
         fresh.last_grad_norm = None
         return fresh

@@ -49,6 +49,20 @@ class SGD(Optimizer):
             lr, params=params, weight_decay=weight_decay, clip_norm=clip_norm, clip_eps=clip_eps
         )
 
+    def _update_all(self, xp: Any, updates: list[tuple[Any, ...]]) -> None:
+        if not self.momentum or self.nesterov:
+            super()._update_all(xp, updates)
+            return
+        # plain momentum, the common case: one loop, no call per parameter
+        ip = xp.inplace
+        multiply, add, subtract, mu = ip.multiply, ip.add, ip.subtract, self.momentum
+        for value, grad, state, tmp, lr, _decay, _count in updates:
+            velocity = state["momentum"]
+            multiply(velocity, mu, out=velocity)
+            add(velocity, grad, out=velocity)
+            multiply(velocity, lr, out=tmp)
+            subtract(value, tmp, out=value)
+
     def _update(
         self,
         xp: Any,

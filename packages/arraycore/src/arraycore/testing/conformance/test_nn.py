@@ -391,6 +391,51 @@ def test_one_hot(xp: Any) -> None:
     assert_close(out, np.eye(6, dtype=np.int32)[5])
 
 
+# -- softmax cross-entropy -----------------------------------------------------------------------------
+def _cross_entropy_reference(
+    x: np.ndarray, labels: np.ndarray, scale: float
+) -> tuple[float, np.ndarray]:
+    """Loss and gradient from the brute-force log-softmax, in float64."""
+    classes = x.shape[-1]
+    log_p = ref.log_softmax(x.astype(np.float64), -1)
+    hits = ref.one_hot(labels, classes) > 0
+    loss = -scale * float(np.where(hits, log_p, 0.0).sum())
+    return loss, (np.exp(log_p) - hits) * scale
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
+    """Loss and gradient match log_softmax and one_hot: batch mean, a sequence axis, a row far
+    below the others, labels out of range (no contribution), -inf logits of other classes."""
+    dtype = _dtype(xp, dtype_name)
+    rng = np.random.default_rng(7)
+    cases = []
+    x = (_random(11, (32, 10), dtype) * 4).astype(dtype)
+    cases.append((x, rng.integers(0, 10, 32), 1 / 32))
+    x = _random(12, (3, 4, 5), dtype)
+    x[1, 2] -= 100  # a row whose max lies far below the rest
+    cases.append((x, rng.integers(0, 5, (3, 4)).astype(np.int32), 0.5))
+    x = _random(13, (5, 4), dtype)
+    x[0, 1] = -np.inf
+    labels = np.array([0, 4, -1, 3, 2])  # 4 and -1 are out of range: all-zero one-hot rows
+    cases.append((x, labels, 1.0))
+    for x_np, labels, scale in cases:
+        loss, dlogits = xp.nn.softmax_cross_entropy(xp.asarray(x_np), xp.asarray(labels), scale)
+        want_loss, want_grad = _cross_entropy_reference(x_np, labels, scale)
+        assert tuple(loss.shape) == ()
+        assert loss.dtype == dtype and dlogits.dtype == dtype
+        assert tuple(dlogits.shape) == x_np.shape
+        assert_close(loss, np.asarray(want_loss, dtype=dtype), scale=100)
+        assert_close(dlogits, want_grad.astype(dtype), scale=10)
+    # a row whose max is not finite gives NaN (as softmax does)
+    x_np = _random(14, (2, 3), dtype)
+    x_np[1] = -np.inf
+    loss, dlogits = xp.nn.softmax_cross_entropy(xp.asarray(x_np), xp.asarray(np.array([0, 1])))
+    assert np.isnan(float(to_host(loss)))
+    grad = to_host(dlogits)
+    assert np.isnan(grad[1]).all() and np.isfinite(grad[0]).all()
+
+
 # -- errors ------------------------------------------------------------------------------------------
 def _f32(xp: Any, *shape: int) -> Any:
     return xp.zeros(shape, dtype=xp.float32)
@@ -500,6 +545,19 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         lambda xp: xp.nn.one_hot(_f32(xp, 3), 4),
         TypeError,
         r"one_hot: indices must have an integer dtype, got float32 \(shape \(3,\)\)",
+    ),
+    (
+        "softmax_cross_entropy-labels",
+        lambda xp: xp.nn.softmax_cross_entropy(_f32(xp, 3, 4), xp.zeros((4,), dtype=xp.int64)),
+        ValueError,
+        r"softmax_cross_entropy: labels of shape \(4,\) do not match logits of shape "
+        r"\(3, 4\) \(expected \(3,\)\)",
+    ),
+    (
+        "softmax_cross_entropy-float-labels",
+        lambda xp: xp.nn.softmax_cross_entropy(_f32(xp, 3, 4), _f32(xp, 3)),
+        TypeError,
+        r"softmax_cross_entropy: labels must have an integer dtype, got float32 \(shape \(3,\)\)",
     ),
 ]
 

@@ -43,27 +43,26 @@ class SoftmaxCrossEntropy(Op):
         return Spec((), logits.dtype)
 
     def forward(self, xp: Any, logits: Any, target: Any) -> Any:
-        log_p = xp.nn.log_softmax(logits, axis=-1)
         if self.integer:
-            target = xp.nn.one_hot(target, self.classes, dtype=logits.dtype)
+            # one fused kernel: the loss and its gradient for a loss gradient of 1
+            return xp.nn.softmax_cross_entropy(logits, target, self.scale)
+        log_p = xp.nn.log_softmax(logits, axis=-1)
         loss = xp.multiply(xp.sum(xp.multiply(target, log_p)), -self.scale)
         return loss, (log_p, target)
 
     def backward(
         self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
+        if self.integer:
+            # the residual is a new array that nothing else holds: scale it in place
+            dlogits = xp.inplace.multiply(residual, dy, out=residual) if needs[0] else None
+            return dlogits, None  # integer labels get no gradient
         log_p, target = residual
         g = xp.multiply(dy, self.scale)
         dlogits = dtarget = None
         if needs[0]:
-            p = xp.exp(log_p)
-            if self.integer:
-                # p is a new array and the one-hot rows have its dtype: finish the gradient in it
-                xp.inplace.subtract(p, target, out=p)
-                dlogits = xp.inplace.multiply(p, g, out=p)
-            else:
-                p = xp.multiply(p, xp.sum(target, axis=-1, keepdims=True))
-                dlogits = xp.multiply(xp.subtract(p, target), g)
+            p = xp.multiply(xp.exp(log_p), xp.sum(target, axis=-1, keepdims=True))
+            dlogits = xp.multiply(xp.subtract(p, target), g)
         if needs[1]:
             dtarget = xp.multiply(log_p, xp.negative(g))
         return dlogits, dtarget
