@@ -104,10 +104,15 @@ def selected_backend() -> list[str]:
     Its distribution (editable, with the extras its device needs) goes into the same install
     call as arraycore itself, so the resolver finds the sibling package on disk.
     """
-    dist = BACKENDS.get(os.environ.get("ARRAYCORE_BACKEND", "numpy"))
-    if dist is None or dist is CORE:
-        return []
-    return dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ()))
+    name = os.environ.get("ARRAYCORE_BACKEND", "numpy")
+    return backend_requirement(name) if name in BACKENDS else []
+
+
+def backend_requirement(name: str) -> list[str]:
+    """``session.install`` arguments for backend ``name``'s distribution, with the extras its
+    device needs (none for the built-in NumPy backend)."""
+    dist = BACKENDS[name]
+    return [] if dist is CORE else dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ()))
 
 
 nox.options.sessions = [
@@ -159,11 +164,12 @@ def conformance(session: nox.Session, backend: str) -> None:
     The kit itself decides: a backend whose library, driver or device is absent here is skipped
     with the reason printed, never replaced by a stand-in.
     """
-    dist = BACKENDS[backend]
-    install = CORE.requirement("test")
-    if dist is not CORE:
-        install += dist.requirement(*CONFORMANCE_EXTRAS.get(dist.name, ()))
-    session.install(*install)
+    run_conformance_kit(session, backend)
+
+
+def run_conformance_kit(session: nox.Session, backend: str, *options: str) -> None:
+    """Install arraycore's test extra and ``backend``, then run the kit with ``options``."""
+    session.install(*CORE.requirement("test"), *backend_requirement(backend))
     session.run(
         "python",
         "-m",
@@ -171,6 +177,7 @@ def conformance(session: nox.Session, backend: str) -> None:
         "--pyargs",
         "arraycore.testing.conformance",
         f"--arraycore-backend={backend}",
+        *options,
         *session.posargs,
     )
 
@@ -185,7 +192,7 @@ def tests_on(session: nox.Session, backend: str) -> None:
     """Run the nnlayers test suite with ``ARRAYCORE_BACKEND=backend`` (skips if no device)."""
     nn = PACKAGES["nnlayers"]
     session.install(
-        *CORE.requirement("test"), *nn.requirement("test"), *BACKENDS[backend].requirement()
+        *CORE.requirement("test"), *nn.requirement("test"), *backend_requirement(backend)
     )
     session.run(
         "pytest", f"{nn.relpath}/tests", *session.posargs, env={"ARRAYCORE_BACKEND": backend}
@@ -199,18 +206,7 @@ def conformance_no_float64(session: nox.Session) -> None:
     Many GPUs and OpenCL devices lack float64; this keeps the kit itself free of float64
     assumptions and checks that arraycore falls back to float32 defaults there.
     """
-    dist = BACKENDS["tiny"]
-    session.install(*CORE.requirement("test"), *dist.requirement())
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        "--pyargs",
-        "arraycore.testing.conformance",
-        "--arraycore-backend=tiny",
-        "--arraycore-device=tiny1",
-        *session.posargs,
-    )
+    run_conformance_kit(session, "tiny", "--arraycore-device=tiny1")
 
 
 @nox.session
