@@ -189,6 +189,22 @@ class NNNamespace(_SubNamespace):
         ``(softmax(logits) - one_hot(labels)) * scale``."""
         return _nn.softmax_cross_entropy(self._xp, logits, labels, scale)
 
+    def batch_norm(
+        self, x: Array, gamma: Array, beta: Array, *, eps: float = 1e-5
+    ) -> tuple[Array, Array, Array]:
+        """Training-mode batch normalisation of (N, C) or (N, C, H, W) ``x``: ``(y, mean,
+        inv_std)`` with the batch statistics over every axis but 1 (``mean`` and ``inv_std =
+        1/sqrt(var + eps)`` of shape ``(C,)``, biased variance), ``y = (x - mean) * inv_std *
+        gamma + beta``."""
+        return _nn.batch_norm(self._xp, x, gamma, beta, eps)
+
+    def batch_norm_backward(
+        self, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+    ) -> tuple[Array, Array, Array]:
+        """``(dx, dgamma, dbeta)``: the gradients of :meth:`batch_norm` given its ``mean`` and
+        ``inv_std``."""
+        return _nn.batch_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
+
     def scatter_add(self, x: Array, indices: Array, values: Array, axis: int = 0) -> Array:
         """A copy of ``x`` with ``values`` added at 1-D ``indices`` along ``axis``.
 

@@ -239,3 +239,39 @@ def one_hot(indices: np.ndarray, num_classes: int) -> np.ndarray:
         if 0 <= k < num_classes:
             out[(*pos, int(k))] = 1.0
     return out
+
+
+def batch_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Training-mode batch norm in float64, one channel at a time: ``(y, mean, inv_std)``."""
+    xc = np.moveaxis(x.astype(np.float64), 1, 0)  # channels first
+    y = np.empty_like(xc)
+    means, inv_stds = [], []
+    for c in range(xc.shape[0]):
+        values = xc[c]
+        mean = values.mean()
+        inv_std = 1.0 / math.sqrt(((values - mean) ** 2).mean() + eps)
+        y[c] = (values - mean) * inv_std * float(gamma[c]) + float(beta[c])
+        means.append(mean)
+        inv_stds.append(inv_std)
+    return np.moveaxis(y, 0, 1), np.array(means), np.array(inv_stds)
+
+
+def batch_norm_backward(
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(dx, dgamma, dbeta)`` of :func:`batch_norm` in float64, one channel at a time, from
+    the textbook formula ``dx = gamma * inv_std * (dy - mean(dy) - x_hat * mean(dy * x_hat))``."""
+    xc = np.moveaxis(x.astype(np.float64), 1, 0)
+    dyc = np.moveaxis(dy.astype(np.float64), 1, 0)
+    dx = np.empty_like(xc)
+    dgamma, dbeta = [], []
+    for c in range(xc.shape[0]):
+        values, grad = xc[c], dyc[c]
+        inv_std = 1.0 / math.sqrt(((values - values.mean()) ** 2).mean() + eps)
+        x_hat = (values - values.mean()) * inv_std
+        dx[c] = float(gamma[c]) * inv_std * (grad - grad.mean() - x_hat * (grad * x_hat).mean())
+        dgamma.append((grad * x_hat).sum())
+        dbeta.append(grad.sum())
+    return np.moveaxis(dx, 0, 1), np.array(dgamma), np.array(dbeta)

@@ -436,6 +436,56 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     assert np.isnan(grad[1]).all() and np.isfinite(grad[0]).all()
 
 
+# -- batch normalisation -----------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("shape", [(16, 3), (4, 3, 5, 6), (1, 2, 3, 3), (7, 1)])
+def test_batch_norm_matches_reference(xp: Any, dtype_name: str, shape: tuple[int, ...]) -> None:
+    """Batch statistics (biased variance), ``y``, and the three gradients match a per-channel
+    float64 loop; channels with very different means and scales stay accurate."""
+    dtype = _dtype(xp, dtype_name)
+    c = shape[1]
+    offsets = np.array([10.0 ** (k % 3) for k in range(c)]).reshape(
+        (1, c) + (1,) * (len(shape) - 2)
+    )
+    x_np = (_random(21, shape, dtype) * offsets + 3 * offsets).astype(dtype)
+    gamma_np = _random(22, (c,), dtype)
+    beta_np = _random(23, (c,), dtype)
+    eps = 1e-3
+    y, mean, inv_std = xp.nn.batch_norm(
+        xp.asarray(x_np), xp.asarray(gamma_np), xp.asarray(beta_np), eps=eps
+    )
+    want_y, want_mean, want_inv = ref.batch_norm(x_np, gamma_np, beta_np, eps)
+    count = int(np.prod(shape)) // c
+    assert y.dtype == dtype and mean.dtype == dtype and inv_std.dtype == dtype
+    assert tuple(mean.shape) == (c,) and tuple(inv_std.shape) == (c,)
+    assert_close(mean, want_mean.astype(dtype), scale=count)
+    assert_close(inv_std, want_inv.astype(dtype), scale=count)
+    assert_close(y, want_y.astype(dtype), scale=count)
+    dy_np = _random(24, shape, dtype)
+    dx, dgamma, dbeta = xp.nn.batch_norm_backward(
+        xp.asarray(dy_np), xp.asarray(x_np), xp.asarray(gamma_np), mean, inv_std
+    )
+    want_dx, want_dgamma, want_dbeta = ref.batch_norm_backward(dy_np, x_np, gamma_np, eps)
+    assert tuple(dx.shape) == shape and dx.dtype == dtype
+    assert_close(dgamma, want_dgamma.astype(dtype), scale=count)
+    assert_close(dbeta, want_dbeta.astype(dtype), scale=count)
+    assert_close(dx, want_dx.astype(dtype), scale=count)
+
+
+def test_batch_norm_non_contiguous_input(xp: Any) -> None:
+    """A transposed (non-contiguous) view normalises like its contiguous copy."""
+    x_np = _random(25, (6, 5, 4, 3), np.dtype(np.float32))
+    view = xp.permute_dims(xp.asarray(x_np), (0, 3, 2, 1))  # (6, 3, 4, 5)
+    gamma, beta = xp.ones((3,), dtype=xp.float32), xp.zeros((3,), dtype=xp.float32)
+    y, mean, inv_std = xp.nn.batch_norm(view, gamma, beta)
+    want_y, want_mean, want_inv = ref.batch_norm(
+        x_np.transpose(0, 3, 2, 1), to_host(gamma), to_host(beta), 1e-5
+    )
+    assert_close(y, want_y.astype(np.float32), scale=100)
+    assert_close(mean, want_mean.astype(np.float32), scale=100)
+    assert_close(inv_std, want_inv.astype(np.float32), scale=100)
+
+
 # -- errors ------------------------------------------------------------------------------------------
 def _f32(xp: Any, *shape: int) -> Any:
     return xp.zeros(shape, dtype=xp.float32)
@@ -539,6 +589,26 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         lambda xp: xp.nn.softmax(_f32(xp, 2, 3), axis=2),
         ValueError,
         r"softmax: axis 2 is out of range for an array of 2 dimensions",
+    ),
+    (
+        "batch_norm-3d-x",
+        lambda xp: xp.nn.batch_norm(_f32(xp, 2, 3, 4), _f32(xp, 3), _f32(xp, 3)),
+        ValueError,
+        r"batch_norm: x must be \(N, C\) or \(N, C, H, W\), got shape \(2, 3, 4\)",
+    ),
+    (
+        "batch_norm-gamma",
+        lambda xp: xp.nn.batch_norm(_f32(xp, 2, 3, 4, 4), _f32(xp, 4), _f32(xp, 3)),
+        ValueError,
+        r"batch_norm: gamma has shape \(4,\), expected \(3,\) for x of shape \(2, 3, 4, 4\)",
+    ),
+    (
+        "batch_norm_backward-dy",
+        lambda xp: xp.nn.batch_norm_backward(
+            _f32(xp, 2, 4), _f32(xp, 2, 3), _f32(xp, 3), _f32(xp, 3), _f32(xp, 3)
+        ),
+        ValueError,
+        r"batch_norm_backward: dy has shape \(2, 4\), expected \(2, 3\)",
     ),
     (
         "one-hot-float-indices",

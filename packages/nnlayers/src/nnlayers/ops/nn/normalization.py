@@ -22,7 +22,7 @@ class BatchNorm(Op):
     name = "batch_norm"
     phase_dependent = True
     has_residual = True
-    keep_inputs = (1,)
+    keep_inputs = (0, 1)
     nondiff_inputs = (3, 4)
 
     def __init__(self, momentum: float, eps: float) -> None:
@@ -52,47 +52,53 @@ class BatchNorm(Op):
     def forward(
         self, xp: Any, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any
     ) -> tuple[Any, Any]:
-        training = self.state.training
-        if training:
-            mean = xp.mean(x, axis=self.axes, keepdims=True)
-            centred = xp.subtract(x, mean)
-            var = xp.mean(xp.multiply(centred, centred), axis=self.axes, keepdims=True)
+        if self.state.training:
+            # one kernel (cuDNN on CUDA) for the statistics and the normalisation
+            y, mean, inv_std = xp.nn.batch_norm(x, gamma, beta, eps=self.eps)
+            count = math.prod(x.shape) // self.channels  # the batch size may vary per step
+            # the biased batch variance, recovered from inv_std = 1 / sqrt(var + eps)
+            var = xp.subtract(xp.divide(1.0, xp.multiply(inv_std, inv_std)), self.eps)
             self._update(xp, running_mean, mean, 1.0)
-            self._update(xp, running_var, var, self.count / max(self.count - 1, 1))
-        else:
-            centred = xp.subtract(x, xp.reshape(running_mean, self.stat_shape))
-            var = xp.reshape(running_var, self.stat_shape)
-        inv_std = xp.divide(1.0, xp.sqrt(xp.add(var, self.eps)))
-        x_hat = xp.multiply(centred, inv_std)
+            self._update(xp, running_var, var, count / max(count - 1, 1))
+            return y, (mean, inv_std, True)
+        centred = xp.subtract(x, xp.reshape(running_mean, self.stat_shape))
+        inv_std = xp.divide(1.0, xp.sqrt(xp.add(running_var, self.eps)))
+        scale = xp.multiply(inv_std, gamma)
         y = xp.add(
-            xp.multiply(x_hat, xp.reshape(gamma, self.stat_shape)),
+            xp.multiply(centred, xp.reshape(scale, self.stat_shape)),
             xp.reshape(beta, self.stat_shape),
         )
-        return y, (x_hat, inv_std, training)
+        return y, (running_mean, inv_std, False)
 
     def _update(self, xp: Any, running: Any, batch: Any, correction: float) -> None:
         m = self.momentum
         xp.inplace.multiply(running, 1.0 - m, out=running)
-        xp.inplace.add(
-            running, xp.multiply(xp.reshape(batch, (self.channels,)), m * correction), out=running
-        )
+        xp.inplace.add(running, xp.multiply(batch, m * correction), out=running)
 
     def backward(
         self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        x_hat, inv_std, training = residual
+        mean, inv_std, training = residual
+        x, gamma = inputs[0], inputs[1]
+        if training:
+            dx, dgamma, dbeta = xp.nn.batch_norm_backward(dy, x, gamma, mean, inv_std)
+            return (
+                dx if needs[0] else None,
+                dgamma if needs[1] else None,
+                dbeta if needs[2] else None,
+                None,
+                None,
+            )
+        # eval phase: the statistics are constants, so y is affine in x
         dx = dgamma = dbeta = None
+        inv = xp.reshape(inv_std, self.stat_shape)
         if needs[0]:
-            dx_hat = xp.multiply(dy, xp.reshape(inputs[1], self.stat_shape))
-            if training:
-                mean_d = xp.mean(dx_hat, axis=self.axes, keepdims=True)
-                mean_dx = xp.mean(xp.multiply(dx_hat, x_hat), axis=self.axes, keepdims=True)
-                dx_hat = xp.subtract(xp.subtract(dx_hat, mean_d), xp.multiply(x_hat, mean_dx))
-            dx = xp.multiply(dx_hat, inv_std)
+            dx = xp.multiply(dy, xp.reshape(xp.multiply(inv_std, gamma), self.stat_shape))
         if needs[1]:
-            dgamma = xp.reshape(xp.sum(xp.multiply(dy, x_hat), axis=self.axes), (self.channels,))
+            x_hat = xp.multiply(xp.subtract(x, xp.reshape(mean, self.stat_shape)), inv)
+            dgamma = xp.sum(xp.multiply(dy, x_hat), axis=self.axes)
         if needs[2]:
-            dbeta = xp.reshape(xp.sum(dy, axis=self.axes), (self.channels,))
+            dbeta = xp.sum(dy, axis=self.axes)
         return dx, dgamma, dbeta, None, None
 
 
