@@ -1,0 +1,620 @@
+"""cuDNN convolutions and batch normalisation through NVIDIA's cudnn-frontend graph API.
+
+CuPy 14 ships no cuDNN bindings, so this module drives ``nvidia-cudnn-frontend`` (``import
+cudnn``) with the cuDNN runtime of the ``nvidia-cudnn-cu12`` / ``nvidia-cudnn-cu13`` wheels.
+Nothing here imports CuPy or cudnn at module level: the backend passes both modules in, so this
+file imports on any machine.
+
+Every public method returns ``None`` when cuDNN does not take the case (an unsupported dtype, a
+graph no engine supports, a handle that could not be created); the caller then runs its own
+im2col + cuBLAS kernels. Graphs are built once per key (op, shapes, dtype, geometry, eps) and
+cached together with their tensor handles, the chosen plan and its workspace size; rejected keys
+are cached too, so a shape cuDNN declines is not rebuilt every step.
+
+API facts this relies on (checked against nvidia-cudnn-frontend 1.32.0, see ``USED_API``):
+
+* ``cudnn.pygraph(io_data_type=, intermediate_data_type=, compute_data_type=, handle=)``;
+  ``graph.tensor(dim=, stride=, data_type=, name=)``; ops return output tensors, which need
+  ``set_output(True)``; dgrad/wgrad outputs need explicit ``set_dim``/``set_stride``.
+* ``conv_fprop(image, weight, pre_padding=, post_padding=, stride=, dilation=)``; the default
+  ``convolution_mode`` is ``CROSS_CORRELATION`` (what arraycore computes).
+* ``batchnorm(input, scale, bias, in_running_mean=None, in_running_var=None, epsilon=,
+  momentum=None)`` returns ``[Y, mean, inv_var, next_running_mean, next_running_var]`` (the last
+  two ``None`` without running stats); ``inv_var`` is cuDNN's saved ``1/sqrt(var + eps)``.
+  ``batchnorm_backward(grad, input, scale, mean=, inv_variance=)`` returns ``[DX, DScale, DBias]``.
+* ``validate``, ``build_operation_graph``, ``create_execution_plans([heur_mode...])``,
+  ``check_support``, ``get_execution_plan_count``, ``build_plan_at_index(i)``,
+  ``get_workspace_size_plan_at_index(i)``, ``execute_plan_at_index(pack, workspace, index=,
+  handle=)``; a variant pack maps tensor handles to plain ``int`` device pointers (the frontend
+  passes ``type(d) is int`` through unchanged), the workspace likewise.
+* ``cudnn.create_handle()`` / ``cudnn.set_stream(handle, stream)`` (the frontend's Handle caches
+  the stream, so calling it before every execute is cheap); ``cudnn.cudnnGraphNotSupportedError``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+_LOG = logging.getLogger(__name__)
+
+INSTALL_HINT = 'pip install "arraycore[cuda12]"'
+
+#: Every attribute of the frontend this module uses, by owner (dotted paths from ``cudnn``).
+#: ``tests/test_cudnn_api.py`` resolves each against the installed module to catch API drift.
+USED_API: dict[str, tuple[str, ...]] = {
+    "cudnn": (
+        "__version__",
+        "backend_version",
+        "backend_version_string",
+        "pygraph",
+        "Tensor",
+        "data_type",
+        "heur_mode",
+        "scalar_type",
+        "create_handle",
+        "set_stream",
+        "cudnnGraphNotSupportedError",
+    ),
+    "cudnn.pygraph": (
+        "tensor",
+        "tensor_scalar",
+        "conv_fprop",
+        "conv_dgrad",
+        "conv_wgrad",
+        "batchnorm",
+        "batchnorm_backward",
+        "validate",
+        "build_operation_graph",
+        "create_execution_plans",
+        "check_support",
+        "get_execution_plan_count",
+        "get_plan_name_at_index",
+        "build_plan_at_index",
+        "get_workspace_size_plan_at_index",
+        "execute_plan_at_index",
+    ),
+    "cudnn.Tensor": ("set_output", "set_dim", "set_stride", "set_data_type"),
+    "cudnn.data_type": ("FLOAT", "HALF", "BFLOAT16"),
+    "cudnn.heur_mode": ("A", "FALLBACK"),
+    "cudnn.scalar_type": ("RUNTIME_PARAM",),
+}
+
+#: Keyword arguments used per builder (checked against the real builders' accepted names).
+USED_KWARGS: dict[str, tuple[str, ...]] = {
+    "cudnn.pygraph": ("io_data_type", "intermediate_data_type", "compute_data_type", "handle"),
+    "cudnn.pygraph.tensor": ("dim", "stride", "data_type", "name"),
+    "cudnn.pygraph.conv_fprop": ("pre_padding", "post_padding", "stride", "dilation"),
+    "cudnn.pygraph.conv_dgrad": ("pre_padding", "post_padding", "stride", "dilation"),
+    "cudnn.pygraph.conv_wgrad": ("pre_padding", "post_padding", "stride", "dilation"),
+    "cudnn.pygraph.batchnorm": ("in_running_mean", "in_running_var", "epsilon", "momentum"),
+    "cudnn.pygraph.batchnorm_backward": ("mean", "inv_variance"),
+    "cudnn.pygraph.execute_plan_at_index": ("workspace", "index", "handle"),
+}
+
+_AUTOTUNE_ENV = "ARRAYCORE_CUDNN_AUTOTUNE"
+_TIMING_WARMUP = 1
+_TIMING_RUNS = 3
+# cuDNN's graph API serves these as io types; float64 is left to the fallback.
+_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def probe() -> tuple[Any | None, str]:
+    """(the imported ``cudnn`` module or None, a one-line description for ``arraycore info``).
+
+    Never raises and does no GPU work: importing the frontend dlopens libcudnn if it can find it,
+    and ``cudnn.backend_version()`` then answers; without the library that call raises.
+    """
+    try:
+        import cudnn
+    except ImportError as exc:
+        missing = getattr(exc, "name", None)
+        if missing in (None, "cudnn"):
+            return None, (
+                f"cuDNN not available: nvidia-cudnn-frontend is not installed ({INSTALL_HINT})"
+            )
+        return None, f"cuDNN not available: nvidia-cudnn-frontend failed to import ({exc})"
+    except Exception as exc:  # a broken install must not break `arraycore info`
+        return (
+            None,
+            f"cuDNN not available: nvidia-cudnn-frontend failed to import ({_one_line(exc)})",
+        )
+    frontend = str(getattr(cudnn, "__version__", "?"))
+    try:
+        version = int(cudnn.backend_version())
+    except Exception as exc:
+        return None, (
+            f"cuDNN not available: libcudnn failed to load ({_one_line(exc)}; "
+            f"nvidia-cudnn-frontend {frontend} needs the nvidia-cudnn-cu12/-cu13 wheel, {INSTALL_HINT})"
+        )
+    return cudnn, f"cuDNN {_version_text(version)} through nvidia-cudnn-frontend {frontend}"
+
+
+def _version_text(version: int) -> str:
+    """cudnnGetVersion's integer (9.x: major*10000 + minor*100 + patch) as "9.27.0"."""
+    if version >= 10000:
+        return f"{version // 10000}.{version % 10000 // 100}.{version % 100}"
+    return f"{version // 1000}.{version % 1000 // 100}.{version % 100}"  # cuDNN 8 encoding
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(size), 1)
+    return tuple(reversed(strides))
+
+
+@dataclass
+class _Plan:
+    """One built graph: its tensor handles by role, the plan index run, its workspace bytes."""
+
+    graph: Any
+    tensors: dict[str, Any]
+    index: int
+    workspace: int
+    name: str
+    candidates: int
+    timings_ms: dict[int, float] = field(default_factory=dict)
+
+
+class Cudnn:
+    """cuDNN graphs for one CUDA device. Created once per backend instance; lazy: the handle is
+    created on first use, inside ``with cupy.cuda.Device(index)``."""
+
+    def __init__(self, cudnn_module: Any, cupy: Any, device_index: int) -> None:
+        self._cudnn = cudnn_module
+        self._cp = cupy
+        self._device = int(device_index)
+        self._handle: Any = None
+        self.disabled_reason: str | None = None
+        # key -> built plan, or the reason cuDNN rejected the key (str)
+        self._cache: dict[tuple[Any, ...], _Plan | str] = {}
+        self._lock = threading.Lock()
+        self._autotune = os.environ.get(_AUTOTUNE_ENV, "1").strip() not in ("0", "false", "no")
+
+    # -- public ops ---------------------------------------------------------------------------
+    def conv2d(self, x: Any, w: Any, win: Any) -> Any:
+        """Cross-correlation of NCHW ``x`` with (O, C, KH, KW) ``w``: (N, O, out_h, out_w)."""
+        dt = self._dtype_name(x, w)
+        if dt is None:
+            return None
+        x_shape = (win.n, win.c, win.h, win.w)
+        w_shape = (int(w.shape[0]), win.c, win.kh, win.kw)
+        y_shape = (win.n, w_shape[0], win.out_h, win.out_w)
+        key = ("conv2d", dt, x_shape, w_shape, *self._geometry(win))
+        plan = self._plan(
+            key, lambda g: self._conv_graph(g, "fprop", win, x_shape, w_shape, y_shape, dt)
+        )
+        if plan is None:
+            return None
+        cp = self._cp
+        with cp.cuda.Device(self._device):
+            y = cp.empty(y_shape, dtype=x.dtype)
+            ok = self._run(
+                plan, {"x": cp.ascontiguousarray(x), "w": cp.ascontiguousarray(w), "y": y}
+            )
+        return y if ok else None
+
+    def conv2d_backward_data(self, dy: Any, w: Any, win: Any) -> Any:
+        """Gradient w.r.t. x of :meth:`conv2d`: shape (win.n, win.c, win.h, win.w)."""
+        dt = self._dtype_name(dy, w)
+        if dt is None:
+            return None
+        x_shape = (win.n, win.c, win.h, win.w)
+        w_shape = (int(w.shape[0]), win.c, win.kh, win.kw)
+        y_shape = (win.n, w_shape[0], win.out_h, win.out_w)
+        key = ("conv2d_backward_data", dt, x_shape, w_shape, *self._geometry(win))
+        plan = self._plan(
+            key, lambda g: self._conv_graph(g, "dgrad", win, x_shape, w_shape, y_shape, dt)
+        )
+        if plan is None:
+            return None
+        cp = self._cp
+        with cp.cuda.Device(self._device):
+            dx = cp.empty(x_shape, dtype=dy.dtype)
+            ok = self._run(
+                plan, {"y": cp.ascontiguousarray(dy), "w": cp.ascontiguousarray(w), "x": dx}
+            )
+        return dx if ok else None
+
+    def conv2d_backward_filter(self, x: Any, dy: Any, win: Any, w_shape: Any) -> Any:
+        """Gradient w.r.t. w of :meth:`conv2d`: shape ``w_shape``."""
+        dt = self._dtype_name(x, dy)
+        if dt is None:
+            return None
+        x_shape = (win.n, win.c, win.h, win.w)
+        ws = tuple(int(s) for s in w_shape)
+        y_shape = (win.n, ws[0], win.out_h, win.out_w)
+        key = ("conv2d_backward_filter", dt, x_shape, ws, *self._geometry(win))
+        plan = self._plan(
+            key, lambda g: self._conv_graph(g, "wgrad", win, x_shape, ws, y_shape, dt)
+        )
+        if plan is None:
+            return None
+        cp = self._cp
+        with cp.cuda.Device(self._device):
+            dw = cp.empty(ws, dtype=x.dtype)
+            ok = self._run(
+                plan, {"x": cp.ascontiguousarray(x), "y": cp.ascontiguousarray(dy), "w": dw}
+            )
+        return dw if ok else None
+
+    def batch_norm(self, x: Any, gamma: Any, beta: Any, eps: float) -> tuple[Any, Any, Any] | None:
+        """Training-mode batch norm of (N, C) or (N, C, H, W) ``x``: ``(y, mean, inv_std)``."""
+        dt = self._dtype_name(x)
+        shape4 = self._bn_shape(x)
+        if dt is None or shape4 is None or not self._same_float(x, gamma, beta):
+            return None
+        key = ("batch_norm", dt, shape4, float(eps))
+        plan = self._plan(
+            key, lambda g: self._bn_graph(g, shape4, self._cudnn_dtype(dt), eps=float(eps))
+        )
+        if plan is None:
+            return None
+        cp = self._cp
+        c = shape4[1]
+        with cp.cuda.Device(self._device):
+            f32 = cp.float32
+            y = cp.empty(shape4, dtype=x.dtype)
+            mean = cp.empty((c,), dtype=f32)
+            inv_std = cp.empty((c,), dtype=f32)
+            arrays = {
+                "x": cp.ascontiguousarray(x).reshape(shape4),
+                "scale": cp.ascontiguousarray(gamma, dtype=f32),
+                "bias": cp.ascontiguousarray(beta, dtype=f32),
+                "y": y,
+                "mean": mean,
+                "inv_var": inv_std,
+            }
+            if not self._run(plan, arrays):
+                return None
+            return (
+                y.reshape(x.shape),
+                mean.astype(x.dtype, copy=False),
+                inv_std.astype(x.dtype, copy=False),
+            )
+
+    def batch_norm_backward(
+        self, dy: Any, x: Any, gamma: Any, mean: Any, inv_std: Any
+    ) -> tuple[Any, Any, Any] | None:
+        """Gradients ``(dx, dgamma, dbeta)`` of :meth:`batch_norm` given its mean and inv_std."""
+        dt = self._dtype_name(dy, x)
+        shape4 = self._bn_shape(x)
+        if dt is None or shape4 is None or tuple(dy.shape) != tuple(x.shape):
+            return None
+        if not self._same_float(x, gamma, mean, inv_std):
+            return None
+        key = ("batch_norm_backward", dt, shape4)
+        plan = self._plan(key, lambda g: self._bn_graph(g, shape4, self._cudnn_dtype(dt), eps=None))
+        if plan is None:
+            return None
+        cp = self._cp
+        c = shape4[1]
+        with cp.cuda.Device(self._device):
+            f32 = cp.float32
+            dx = cp.empty(shape4, dtype=x.dtype)
+            dgamma = cp.empty((c,), dtype=f32)
+            dbeta = cp.empty((c,), dtype=f32)
+            arrays = {
+                "dy": cp.ascontiguousarray(dy).reshape(shape4),
+                "x": cp.ascontiguousarray(x).reshape(shape4),
+                "scale": cp.ascontiguousarray(gamma, dtype=f32),
+                "mean": cp.ascontiguousarray(mean, dtype=f32),
+                "inv_var": cp.ascontiguousarray(inv_std, dtype=f32),
+                "dx": dx,
+                "dscale": dgamma,
+                "dbias": dbeta,
+            }
+            if not self._run(plan, arrays):
+                return None
+            return (
+                dx.reshape(x.shape),
+                dgamma.astype(x.dtype, copy=False),
+                dbeta.astype(x.dtype, copy=False),
+            )
+
+    def describe(self) -> str:
+        """Cache size, chosen plans and rejected keys (for debugging)."""
+        if self.disabled_reason is not None:
+            return f"cuDNN disabled on device {self._device}: {self.disabled_reason}"
+        built = [(k, v) for k, v in self._cache.items() if isinstance(v, _Plan)]
+        lines = [
+            f"cuDNN on device {self._device}: {len(built)} graph(s) built, "
+            f"{len(self._cache) - len(built)} rejected, autotune {'on' if self._autotune else 'off'}"
+        ]
+        for key, entry in self._cache.items():
+            if isinstance(entry, _Plan):
+                timing = entry.timings_ms.get(entry.index)
+                extra = f", {timing:.3f} ms" if timing is not None else ""
+                lines.append(
+                    f"  {key}: plan {entry.index} of {entry.candidates} ({entry.name}), "
+                    f"workspace {entry.workspace} B{extra}"
+                )
+            else:
+                lines.append(f"  {key}: rejected ({entry})")
+        return "\n".join(lines)
+
+    # -- helpers: arguments -------------------------------------------------------------------
+    def _dtype_name(self, *arrays: Any) -> str | None:
+        """The shared dtype name of ``arrays`` if cuDNN serves it (and cuDNN is usable)."""
+        if self.disabled_reason is not None:
+            return None
+        try:
+            names = {str(a.dtype) for a in arrays}
+        except AttributeError:
+            return None
+        if len(names) != 1:
+            return None
+        name = names.pop()
+        return name if name in _DTYPES else None
+
+    @staticmethod
+    def _same_float(x: Any, *per_channel: Any) -> bool:
+        """Per-channel arrays in x's dtype (or float32), as arraycore passes them."""
+        return all(str(a.dtype) in (str(x.dtype), "float32") for a in per_channel)
+
+    @staticmethod
+    def _bn_shape(x: Any) -> tuple[int, int, int, int] | None:
+        shape = tuple(int(s) for s in x.shape)
+        if len(shape) == 2:
+            return (shape[0], shape[1], 1, 1)
+        if len(shape) == 4:
+            return (shape[0], shape[1], shape[2], shape[3])
+        return None
+
+    @staticmethod
+    def _geometry(win: Any) -> tuple[Any, ...]:
+        (sh, sw), ((t, b), (left, r)), (dh, dw) = win.stride, win.pads, win.dilation
+        return ((int(sh), int(sw)), ((int(t), int(b)), (int(left), int(r))), (int(dh), int(dw)))
+
+    def _cudnn_dtype(self, name: str) -> Any:
+        dt = self._cudnn.data_type
+        return {"float32": dt.FLOAT, "float16": dt.HALF, "bfloat16": dt.BFLOAT16}[name]
+
+    # -- helpers: graphs ----------------------------------------------------------------------
+    def _new_graph(self, io: Any) -> Any:
+        f32 = self._cudnn.data_type.FLOAT
+        return self._cudnn.pygraph(
+            io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=self._handle
+        )
+
+    def _tensor(self, g: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
+        return g.tensor(
+            name=name, dim=list(shape), stride=list(_packed_strides(shape)), data_type=dtype
+        )
+
+    @staticmethod
+    def _output(t: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+        t.set_output(True)
+        t.set_dim(list(shape))
+        t.set_stride(list(_packed_strides(shape)))
+        t.set_data_type(dtype)
+        return t
+
+    def _conv_graph(
+        self,
+        g: Any,
+        kind: str,
+        win: Any,
+        x_shape: tuple[int, ...],
+        w_shape: tuple[int, ...],
+        y_shape: tuple[int, ...],
+        dt: str,
+    ) -> dict[str, Any]:
+        io = self._cudnn_dtype(dt)
+        (sh, sw), ((t, b), (left, r)), (dh, dw) = self._geometry(win)
+        attrs = {
+            "pre_padding": [t, left],
+            "post_padding": [b, r],
+            "stride": [sh, sw],
+            "dilation": [dh, dw],
+        }
+        f32 = self._cudnn.data_type.FLOAT
+        tensors: dict[str, Any] = {}
+        if kind == "fprop":
+            tensors["x"] = self._tensor(g, "x", x_shape, io)
+            tensors["w"] = self._tensor(g, "w", w_shape, io)
+            out = g.conv_fprop(tensors["x"], tensors["w"], compute_data_type=f32, **attrs)
+            tensors["y"] = self._output(out, y_shape, io)
+        elif kind == "dgrad":
+            tensors["y"] = self._tensor(g, "dy", y_shape, io)
+            tensors["w"] = self._tensor(g, "w", w_shape, io)
+            out = g.conv_dgrad(tensors["y"], tensors["w"], compute_data_type=f32, **attrs)
+            tensors["x"] = self._output(out, x_shape, io)
+        else:
+            tensors["x"] = self._tensor(g, "x", x_shape, io)
+            tensors["y"] = self._tensor(g, "dy", y_shape, io)
+            out = g.conv_wgrad(tensors["x"], tensors["y"], compute_data_type=f32, **attrs)
+            tensors["w"] = self._output(out, w_shape, io)
+        return tensors
+
+    def _bn_graph(
+        self, g: Any, shape4: tuple[int, int, int, int], io: Any, *, eps: float | None
+    ) -> dict[str, Any]:
+        """Forward (``eps`` given) or backward batch-norm graph over (N, C, H, W) ``x``."""
+        cd = self._cudnn
+        f32 = cd.data_type.FLOAT
+        stat = (1, shape4[1], 1, 1)
+        t: dict[str, Any] = {}
+        if eps is not None:
+            t["x"] = self._tensor(g, "x", shape4, io)
+            t["scale"] = self._tensor(g, "scale", stat, f32)
+            t["bias"] = self._tensor(g, "bias", stat, f32)
+            epsilon = g.tensor_scalar(float(eps), cd.scalar_type.RUNTIME_PARAM, name="epsilon")
+            y, mean, inv_var, *_running = g.batchnorm(
+                t["x"],
+                t["scale"],
+                t["bias"],
+                in_running_mean=None,
+                in_running_var=None,
+                epsilon=epsilon,
+                momentum=None,
+                compute_data_type=f32,
+            )
+            t["y"] = self._output(y, shape4, io)
+            t["mean"] = self._output(mean, stat, f32)
+            t["inv_var"] = self._output(inv_var, stat, f32)
+        else:
+            t["dy"] = self._tensor(g, "dy", shape4, io)
+            t["x"] = self._tensor(g, "x", shape4, io)
+            t["scale"] = self._tensor(g, "scale", stat, f32)
+            t["mean"] = self._tensor(g, "mean", stat, f32)
+            t["inv_var"] = self._tensor(g, "inv_var", stat, f32)
+            dx, dscale, dbias = g.batchnorm_backward(
+                t["dy"],
+                t["x"],
+                t["scale"],
+                mean=t["mean"],
+                inv_variance=t["inv_var"],
+                compute_data_type=f32,
+            )
+            t["dx"] = self._output(dx, shape4, io)
+            t["dscale"] = self._output(dscale, stat, f32)
+            t["dbias"] = self._output(dbias, stat, f32)
+        return t
+
+    # -- helpers: build, tune, run ------------------------------------------------------------
+    def _ensure_handle(self) -> bool:
+        if self._handle is not None:
+            return True
+        if self.disabled_reason is not None:
+            return False
+        try:
+            with self._cp.cuda.Device(self._device):
+                self._handle = self._cudnn.create_handle()
+        except Exception as exc:  # libcudnn missing at first use, driver trouble, ...
+            self.disabled_reason = f"cudnn.create_handle() failed: {_one_line(exc)}"
+            _LOG.warning("cuDNN disabled on device %d: %s", self._device, self.disabled_reason)
+            return False
+        return True
+
+    def _plan(self, key: tuple[Any, ...], make: Any) -> _Plan | None:
+        entry = self._cache.get(key)
+        if isinstance(entry, _Plan):
+            return entry
+        if entry is not None:
+            return None  # rejected before
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is None:
+                if not self._ensure_handle():
+                    return None
+                entry = self._build(key, make)
+                self._cache[key] = entry
+        return entry if isinstance(entry, _Plan) else None
+
+    def _build(self, key: tuple[Any, ...], make: Any) -> _Plan | str:
+        cd, cp = self._cudnn, self._cp
+        try:
+            with cp.cuda.Device(self._device):
+                g = self._new_graph(self._cudnn_dtype(str(key[1])))
+                tensors = make(g)
+                g.validate()
+                g.build_operation_graph()
+                g.create_execution_plans([cd.heur_mode.A, cd.heur_mode.FALLBACK])
+                g.check_support()
+                count = int(g.get_execution_plan_count())
+                built: list[int] = []
+                for index in range(count):
+                    try:
+                        g.build_plan_at_index(index)
+                    except (cd.cudnnGraphNotSupportedError, NotImplementedError, ImportError):
+                        continue
+                    except Exception as exc:  # one engine's failure does not sink the others
+                        _LOG.debug("cuDNN plan %d of %s failed to build: %s", index, key, exc)
+                        continue
+                    built.append(index)
+                    if not self._autotune:
+                        break
+                if not built:
+                    return f"no plan among {count} builds"
+                plan = _Plan(g, tensors, built[0], 0, "", count)
+                if self._autotune and len(built) > 1:
+                    self._tune(plan, built, key)
+                g.build_plan_at_index(plan.index)  # select the winner (already built)
+                plan.workspace = int(g.get_workspace_size_plan_at_index(plan.index))
+                try:
+                    plan.name = str(g.get_plan_name_at_index(plan.index))
+                except Exception:
+                    plan.name = "?"
+                return plan
+        except Exception as exc:  # cudnnGraphNotSupportedError and any other decline
+            reason = _one_line(exc)
+            _LOG.info("cuDNN declined %s: %s", key, reason)
+            return reason
+
+    def _scratch(self, plan: _Plan) -> dict[str, Any]:
+        """Arrays of the right shapes and dtypes for every tensor of ``plan`` (from the pool)."""
+        cp = self._cp
+        names = {"FLOAT": cp.float32, "HALF": cp.float16, "DOUBLE": cp.float64}
+        out: dict[str, Any] = {}
+        for role, t in plan.tensors.items():
+            shape = tuple(int(s) for s in t.dim)
+            dtype_name = getattr(t.data_type, "name", "FLOAT")
+            if dtype_name == "BFLOAT16":
+                out[role] = cp.zeros(shape, dtype=cp.uint16)  # same bytes, no bfloat16 needed
+            else:
+                out[role] = cp.zeros(shape, dtype=names.get(dtype_name, cp.float32))
+            if role in ("inv_var", "scale"):
+                out[role].fill(1)  # finite statistics for the batch-norm backward timing
+        return out
+
+    def _tune(self, plan: _Plan, built: list[int], key: tuple[Any, ...]) -> None:
+        """Time every built plan on scratch arrays (setup: synchronising is fine here)."""
+        cp = self._cp
+        arrays = self._scratch(plan)
+        pack = {plan.tensors[role]: int(a.data.ptr) for role, a in arrays.items()}
+        stream = cp.cuda.get_current_stream()
+        self._cudnn.set_stream(handle=self._handle, stream=int(stream.ptr))
+        best: tuple[float, int] | None = None
+        for index in built:
+            try:
+                size = int(plan.graph.get_workspace_size_plan_at_index(index))
+                ws = cp.empty(max(size, 1), dtype=cp.uint8)
+                run = lambda index=index, ws=ws: plan.graph.execute_plan_at_index(
+                    pack, int(ws.data.ptr), index=index, handle=self._handle
+                )
+                for _ in range(_TIMING_WARMUP):
+                    run()
+                start, stop = cp.cuda.Event(), cp.cuda.Event()
+                start.record(stream)
+                for _ in range(_TIMING_RUNS):
+                    run()
+                stop.record(stream)
+                stop.synchronize()
+                ms = float(cp.cuda.get_elapsed_time(start, stop)) / _TIMING_RUNS
+            except Exception as exc:
+                _LOG.debug("cuDNN plan %d of %s failed to run: %s", index, key, exc)
+                continue
+            plan.timings_ms[index] = ms
+            if best is None or ms < best[0]:
+                best = (ms, index)
+        if best is not None:
+            plan.index = best[1]
+
+    def _run(self, plan: _Plan, arrays: dict[str, Any]) -> bool:
+        """Execute ``plan`` on CuPy's current stream; no host synchronisation."""
+        cp = self._cp
+        try:
+            pack = {plan.tensors[role]: int(a.data.ptr) for role, a in arrays.items()}
+            ws = cp.empty(max(plan.workspace, 1), dtype=cp.uint8)
+            self._cudnn.set_stream(
+                handle=self._handle, stream=int(cp.cuda.get_current_stream().ptr)
+            )
+            plan.graph.execute_plan_at_index(
+                pack, int(ws.data.ptr), index=plan.index, handle=self._handle
+            )
+        except Exception as exc:
+            _LOG.warning("cuDNN execute failed (%s); falling back", _one_line(exc))
+            return False
+        return True
