@@ -258,6 +258,32 @@ class InplaceNamespace(_SubNamespace):
         """Set every element of ``out`` to the scalar ``value``; returns ``out``."""
         return self.copy(value, out=out)
 
+    def fuse(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` compiled into one kernel where the backend can fuse element-wise chains.
+
+        ``fn`` takes arrays and Python scalars, computes with arithmetic operators, the
+        namespace's element-wise functions and ``xp.inplace.<name>(..., out=a)`` where ``a`` is
+        one of its array arguments, and returns ``None``, an array or a tuple of arrays; no
+        reductions, indexing or reads to the host. Calling the result is calling ``fn``: the
+        CUDA backend traces it once per argument dtypes with ``cupy.fuse`` (one kernel launch
+        instead of one per operation); backends without a fuser, NumPy among them, run ``fn``
+        as it is. Make the fused function once (not per step): tracing is what costs.
+
+        >>> import arraycore
+        >>> xp = arraycore.namespace("numpy")
+        >>> def momentum(v, g, mu):
+        ...     xp.inplace.multiply(v, mu, out=v)
+        ...     xp.inplace.add(v, g, out=v)
+        >>> step = xp.inplace.fuse(momentum)
+        >>> v = xp.ones(3)
+        >>> step(v, xp.ones(3), 0.5)
+        >>> v.tolist()
+        [1.5, 1.5, 1.5]
+        """
+        if not callable(fn):
+            raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
+        return fn
+
     def scatter_add(self, out: Array, indices: Array, values: Array, axis: int = 0) -> Array:
         """``out[..., indices[i], ...] += values[..., i, ...]`` in place; repeats accumulate."""
         xp = self._xp

@@ -256,6 +256,23 @@ class Optimizer:
         updates this parameter has had, this one included."""
         raise NotImplementedError
 
+    def _kernel(
+        self, xp: Any, name: str, make: Callable[[Any], Callable[..., Any]]
+    ) -> Callable[..., Any]:
+        """``xp.inplace.fuse(make(xp))``, made once per namespace and ``name``: an update chain
+        that runs as one kernel where the backend fuses element-wise work (CUDA), and as the
+        same in-place calls elsewhere."""
+        kernels: dict[tuple[int, str], tuple[Any, Callable[..., Any]]] | None
+        kernels = self.__dict__.get("_kernels")
+        if kernels is None:
+            kernels = self._kernels = {}
+        found = kernels.get((id(xp), name))
+        if found is not None and found[0] is xp:
+            return found[1]
+        fn = xp.inplace.fuse(make(xp))
+        kernels[(id(xp), name)] = (xp, fn)
+        return fn
+
     def _scratch_for(self, xp: Any) -> Callable[[Array], tuple[Array, Array]]:
         """``get(like) -> (work, tmp)``: two scratch buffers of ``like``'s shape and dtype."""
         cache = self._scratch

@@ -64,33 +64,23 @@ class RMSProp(Optimizer):
         weight_decay: float,
         count: int,
     ) -> None:
-        ip = xp.inplace
-        rho = self.rho
-        square_avg = state["square_avg"]
-        ip.multiply(grad, grad, out=tmp)
-        ip.multiply(tmp, 1.0 - rho, out=tmp)
-        ip.multiply(square_avg, rho, out=square_avg)
-        ip.add(square_avg, tmp, out=square_avg)
-        if self.centered:
-            grad_avg = state["grad_avg"]
-            ip.multiply(grad_avg, rho, out=grad_avg)
-            ip.multiply(grad, 1.0 - rho, out=tmp)
-            ip.add(grad_avg, tmp, out=grad_avg)
-            ip.multiply(grad_avg, grad_avg, out=tmp)
-            ip.subtract(square_avg, tmp, out=tmp)
-            ip.sqrt(tmp, out=tmp)
-        else:
-            ip.sqrt(square_avg, out=tmp)
-        ip.add(tmp, self.eps, out=tmp)
-        ip.divide(grad, tmp, out=tmp)
-        if self.momentum:
-            buf = state["momentum"]
-            ip.multiply(buf, self.momentum, out=buf)
-            ip.add(buf, tmp, out=buf)
-            ip.multiply(buf, lr, out=tmp)
-        else:
-            ip.multiply(tmp, lr, out=tmp)
-        ip.subtract(value, tmp, out=value)
+        rho, centered, momentum = self.rho, self.centered, bool(self.momentum)
+        kernel = self._kernel(
+            xp, f"rmsprop{int(centered)}{int(momentum)}", _rmsprop(centered, momentum)
+        )
+        kernel(
+            value,
+            grad,
+            state["square_avg"],
+            state["grad_avg"] if centered else tmp,
+            state["momentum"] if momentum else tmp,
+            tmp,
+            rho,
+            1.0 - rho,
+            self.eps,
+            self.momentum,
+            lr,
+        )
 
     def _settings(self) -> list[str]:
         found = [f"rho={self.rho:g}", f"eps={self.eps:g}"]
@@ -99,3 +89,50 @@ class RMSProp(Optimizer):
         if self.centered:
             found.append("centered=True")
         return found
+
+
+def _rmsprop(centered: bool, momentum: bool) -> Any:
+    """A maker of the RMSProp update chain for one (centered, momentum) variant."""
+
+    def make(xp: Any) -> Any:
+        ip = xp.inplace
+
+        def rmsprop(
+            value: Array,
+            grad: Array,
+            square_avg: Array,
+            grad_avg: Array,
+            buf: Array,
+            tmp: Array,
+            rho: float,
+            one_minus_rho: float,
+            eps: float,
+            mu: float,
+            lr: float,
+        ) -> None:
+            ip.multiply(grad, grad, out=tmp)
+            ip.multiply(tmp, one_minus_rho, out=tmp)
+            ip.multiply(square_avg, rho, out=square_avg)
+            ip.add(square_avg, tmp, out=square_avg)
+            if centered:
+                ip.multiply(grad_avg, rho, out=grad_avg)
+                ip.multiply(grad, one_minus_rho, out=tmp)
+                ip.add(grad_avg, tmp, out=grad_avg)
+                ip.multiply(grad_avg, grad_avg, out=tmp)
+                ip.subtract(square_avg, tmp, out=tmp)
+                ip.sqrt(tmp, out=tmp)
+            else:
+                ip.sqrt(square_avg, out=tmp)
+            ip.add(tmp, eps, out=tmp)
+            ip.divide(grad, tmp, out=tmp)
+            if momentum:
+                ip.multiply(buf, mu, out=buf)
+                ip.add(buf, tmp, out=buf)
+                ip.multiply(buf, lr, out=tmp)
+            else:
+                ip.multiply(tmp, lr, out=tmp)
+            ip.subtract(value, tmp, out=value)
+
+        return rmsprop
+
+    return make

@@ -54,14 +54,9 @@ class SGD(Optimizer):
             super()._update_all(xp, updates)
             return
         # plain momentum, the common case: one loop, no call per parameter
-        ip = xp.inplace
-        multiply, add, subtract, mu = ip.multiply, ip.add, ip.subtract, self.momentum
+        kernel, mu = self._kernel(xp, "momentum", _momentum), self.momentum
         for value, grad, state, tmp, lr, _decay, _count in updates:
-            velocity = state["momentum"]
-            multiply(velocity, mu, out=velocity)
-            add(velocity, grad, out=velocity)
-            multiply(velocity, lr, out=tmp)
-            subtract(value, tmp, out=value)
+            kernel(value, grad, state["momentum"], tmp, mu, lr)
 
     def _update(
         self,
@@ -74,21 +69,16 @@ class SGD(Optimizer):
         weight_decay: float,
         count: int,
     ) -> None:
-        ip = xp.inplace
         if not self.momentum:
-            ip.multiply(grad, lr, out=tmp)
-            ip.subtract(value, tmp, out=value)
-            return
-        velocity = state["momentum"]
-        ip.multiply(velocity, self.momentum, out=velocity)
-        ip.add(velocity, grad, out=velocity)
-        if self.nesterov:
-            ip.multiply(velocity, self.momentum, out=tmp)
-            ip.add(tmp, grad, out=tmp)
-            ip.multiply(tmp, lr, out=tmp)
+            self._kernel(xp, "sgd", _plain)(value, grad, tmp, lr)
+        elif self.nesterov:
+            self._kernel(xp, "nesterov", _nesterov)(
+                value, grad, state["momentum"], tmp, self.momentum, lr
+            )
         else:
-            ip.multiply(velocity, lr, out=tmp)
-        ip.subtract(value, tmp, out=value)
+            self._kernel(xp, "momentum", _momentum)(
+                value, grad, state["momentum"], tmp, self.momentum, lr
+            )
 
     def _settings(self) -> list[str]:
         found = []
@@ -97,3 +87,44 @@ class SGD(Optimizer):
         if self.nesterov:
             found.append("nesterov=True")
         return found
+
+
+# -- the update chains (one fused kernel each where the backend fuses) -------------------------
+def _plain(xp: Any) -> Any:
+    ip = xp.inplace
+
+    def sgd(value: Array, grad: Array, tmp: Array, lr: float) -> None:
+        ip.multiply(grad, lr, out=tmp)
+        ip.subtract(value, tmp, out=value)
+
+    return sgd
+
+
+def _momentum(xp: Any) -> Any:
+    ip = xp.inplace
+
+    def momentum(
+        value: Array, grad: Array, velocity: Array, tmp: Array, mu: float, lr: float
+    ) -> None:
+        ip.multiply(velocity, mu, out=velocity)
+        ip.add(velocity, grad, out=velocity)
+        ip.multiply(velocity, lr, out=tmp)
+        ip.subtract(value, tmp, out=value)
+
+    return momentum
+
+
+def _nesterov(xp: Any) -> Any:
+    ip = xp.inplace
+
+    def nesterov(
+        value: Array, grad: Array, velocity: Array, tmp: Array, mu: float, lr: float
+    ) -> None:
+        ip.multiply(velocity, mu, out=velocity)
+        ip.add(velocity, grad, out=velocity)
+        ip.multiply(velocity, mu, out=tmp)
+        ip.add(tmp, grad, out=tmp)
+        ip.multiply(tmp, lr, out=tmp)
+        ip.subtract(value, tmp, out=value)
+
+    return nesterov

@@ -195,3 +195,49 @@ def test_scatter_add_shape_errors(xp: Any) -> None:
     with pytest.raises(ValueError):
         xp.inplace.scatter_add(out, indices, xp.asarray(np.ones((2, 3), np.float32)))
     assert_close(to_host(out), np.zeros((4, 2), np.float32))
+
+
+# -- fuse ---------------------------------------------------------------------------------------
+def _adam_like(xp: Any) -> Any:
+    """An optimiser-style chain: two in-place state updates, a returned step, scalars."""
+
+    def update(value: Any, grad: Any, m: Any, v: Any, b1: float, b2: float, lr: float) -> Any:
+        ip = xp.inplace
+        ip.multiply(m, b1, out=m)
+        ip.add(m, grad * (1.0 - b1), out=m)
+        ip.multiply(v, b2, out=v)
+        ip.add(v, grad * grad * (1.0 - b2), out=v)
+        step = m / (xp.sqrt(v) + 1e-8) * lr
+        ip.subtract(value, step, out=value)
+        return step
+
+    return update
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_fuse_runs_the_chain(xp: Any, dtype_name: str) -> None:
+    """A fused function updates its array arguments in place and returns what ``fn`` returns,
+    the same numbers as ``fn`` called eagerly (to rounding), call after call with new scalars."""
+    if dtype_name not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"the device of backend {getattr(xp, 'name', xp)!r} has no {dtype_name}")
+    dtype = np.dtype(dtype_name)
+    rng = np.random.default_rng(5)
+    host = {k: rng.standard_normal((3, 17)).astype(dtype) for k in ("value", "grad", "m")}
+    host["v"] = np.abs(rng.standard_normal((3, 17))).astype(dtype)
+    # copies: asarray may share memory with the host array (NumPy does)
+    fused_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
+    eager_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
+    fused, eager = xp.inplace.fuse(_adam_like(xp)), _adam_like(xp)
+    for lr in (0.1, 0.01):  # a second call with another scalar must not reuse the first
+        names = ("value", "grad", "m", "v")
+        got = fused(*(fused_args[k] for k in names), 0.9, 0.999, lr)
+        want = eager(*(eager_args[k] for k in names), 0.9, 0.999, lr)
+        assert_close(got, to_host(want), scale=10)
+        for k in ("value", "m", "v"):
+            assert_close(fused_args[k], to_host(eager_args[k]), scale=10, err_msg=k)
+    assert not np.allclose(to_host(fused_args["value"]), host["value"])  # it did update
+
+
+def test_fuse_rejects_a_non_function(xp: Any) -> None:
+    with pytest.raises(TypeError, match=r"inplace.fuse: expected a function, got int"):
+        xp.inplace.fuse(3)
