@@ -22,6 +22,18 @@ All start from the same weights, and their first losses are checked to agree bef
 BLAS and torch use the same number of threads (``--threads``, default 1: the machine this was
 written on has two cores shared with other work, and one thread per implementation gives the
 steadiest ratios).
+
+On an NVIDIA GPU (``ARRAYCORE_BACKEND=cuda``, the arraycore-cuda backend installed and
+``torch.cuda.is_available()``), a ``PyTorch[cuda]`` column joins ``nnlayers[cuda]``: the same
+networks, weights and SGD settings, the batches copied to the GPU once before timing, TF32 off in
+torch (``allow_tf32 = False`` for matmuls and cuDNN) so that both sides compute in full float32.
+Kernels are asynchronous, so every timed block of steps of a GPU implementation ends with a
+device synchronisation (``torch.cuda.synchronize()``; the CUDA backend's ``synchronize()``) and
+the block's time over its step count is the per-step time; both are warmed up first (CuPy
+compiles its kernels on first use, cuDNN autotunes each shape). The GPU implementations' block
+size is set from the faster of the two, apart from the CPU ones'. Peak device memory of one step
+comes from CuPy's pool and ``torch.cuda.max_memory_allocated()``. Without a GPU, or with another
+backend, none of this code runs (``--self-check`` tests that).
 """
 
 from __future__ import annotations
@@ -64,6 +76,8 @@ else:
     TORCH_NOTE = ""
 
 LR, MOMENTUM = 0.01, 0.9
+CUDA_NN, CUDA_TORCH = "nnlayers[cuda]", "PyTorch[cuda]"
+GPU_WARMUP = 20  # untimed steps of each GPU implementation before the estimate and the timing
 START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
@@ -106,12 +120,19 @@ def nnlayers_model(case: Case) -> Model:
 
 @dataclass
 class Impl:
-    """An implementation of one case's step: ``step(batch index) -> loss``; ``sync(loss)``."""
+    """An implementation of one case's step: ``step(batch index) -> loss``; ``sync(loss)``.
+
+    ``sync`` waits for the step's work to finish (a device synchronisation on a GPU) and returns
+    the loss as a Python float. ``group``: implementations of one group share a block size in
+    the timing (``"gpu"`` for the CUDA ones); ``warmup``: untimed steps run before anything else.
+    """
 
     name: str
     step: Callable[[int], Any]
     sync: Callable[[Any], float]
     times: list[float] = field(default_factory=list)
+    group: str = "cpu"
+    warmup: int = 0
 
     @property
     def median(self) -> float:
@@ -134,8 +155,22 @@ def _host_float(value: Any) -> float:
     return float(value)
 
 
-def build_impls(case: Case, extra_backend: str | None) -> tuple[list[Impl], list[np.ndarray]]:
-    """Every implementation of ``case``, all starting from nnlayers' initial weights."""
+def torch_cuda_usable(extra_backend: str | None, steps: Any = None) -> bool:
+    """Whether to add the PyTorch-on-GPU column: only for the ``cuda`` backend, torch installed
+    and ``torch.cuda.is_available()`` (asked only in that case). ``steps`` stands in for the
+    ``torch_steps`` module (``--self-check``)."""
+    steps = torch_steps if steps is None else steps
+    return extra_backend == "cuda" and steps is not None and bool(steps.cuda_available())
+
+
+def build_impls(
+    case: Case, extra_backend: str | None, torch_cuda: bool = False
+) -> tuple[list[Impl], list[np.ndarray]]:
+    """Every implementation of ``case``, all starting from nnlayers' initial weights.
+
+    ``torch_cuda`` (see :func:`torch_cuda_usable`) adds PyTorch on the GPU, its batches copied
+    there once, here, outside anything timed.
+    """
     batches = make_batches(case)
     k = len(batches)
     with arraycore.use("numpy"):
@@ -170,10 +205,43 @@ def build_impls(case: Case, extra_backend: str | None) -> tuple[list[Impl], list
         def dev_step(i: int) -> Any:
             return dev_model.train_step(db[i % k])[0]
 
-        def dev_sync(v: Any) -> float:
-            return float(xp.to_numpy(v))
+        if extra_backend == "cuda":
+            backend = xp._backend
 
-        impls.append(Impl(f"nnlayers[{extra_backend}]", dev_step, dev_sync))
+            def dev_sync(v: Any) -> float:
+                backend.synchronize()  # every queued kernel, not only the loss's
+                return float(xp.to_numpy(v))
+
+            backend.synchronize()
+            impls.append(Impl(CUDA_NN, dev_step, dev_sync, group="gpu", warmup=GPU_WARMUP))
+        else:
+
+            def dev_sync(v: Any) -> float:
+                return float(xp.to_numpy(v))
+
+            impls.append(Impl(f"nnlayers[{extra_backend}]", dev_step, dev_sync))
+    if torch_cuda and torch_steps is not None:
+        cstep = (
+            torch_steps.lenet(params, LR, MOMENTUM, device="cuda")
+            if case.kind == "lenet"
+            else torch_steps.mlp(case.sizes, params, LR, MOMENTUM, device="cuda")
+        )
+        cb = [(torch_steps.to_cuda(x), torch_steps.to_cuda(y)) for x, y in batches]
+        torch_steps.cuda_sync()
+
+        def torch_cuda_sync(v: Any) -> float:
+            torch_steps.cuda_sync()
+            return float(v.item())
+
+        impls.append(
+            Impl(
+                CUDA_TORCH,
+                lambda i: cstep.step(*cb[i % k]),
+                torch_cuda_sync,
+                group="gpu",
+                warmup=GPU_WARMUP,
+            )
+        )
     return impls, params
 
 
@@ -182,13 +250,25 @@ def check_agreement(case: Case, impls: list[Impl], steps: int = 3) -> None:
     losses = {impl.name: [impl.sync(impl.step(i)) for i in range(steps)] for impl in impls}
     ref = losses["NumPy"]
     for name, got in losses.items():
-        rtol = 2e-3 if name in ("nnlayers", "NumPy", "PyTorch") else 2e-2
+        # float32 everywhere; on the GPU with TF32 off (torch) and off by default (CuPy)
+        rtol = 2e-3 if name in ("nnlayers", "NumPy", "PyTorch", CUDA_NN, CUDA_TORCH) else 2e-2
         if not np.allclose(got, ref, rtol=rtol, atol=1e-4):
             raise SystemExit(f"{case.name}: {name} losses {got} differ from NumPy's {ref}")
 
 
 def time_case(case: Case, impls: list[Impl], budget: float) -> None:
-    """Round-robin timing: each round times one block of steps of every implementation."""
+    """Round-robin timing: each round times one block of steps of every implementation.
+
+    A block is timed from before its first step to after ``sync`` of its last (a device
+    synchronisation for the GPU implementations), and its time over its step count is one
+    sample. Implementations of one ``group`` share a block size (without a GPU there is one
+    group, so one block size for all, as before).
+    """
+    for impl in impls:  # GPU: kernels compiled, cuDNN autotuned, memory pools filled
+        if impl.warmup:
+            for i in range(impl.warmup):
+                v = impl.step(i)
+            impl.sync(v)
     # warm up (and estimate): three more steps each
     est = []
     for impl in impls:
@@ -197,13 +277,18 @@ def time_case(case: Case, impls: list[Impl], budget: float) -> None:
             v = impl.step(i)
         impl.sync(v)
         est.append((time.perf_counter() - t0) / 3)
-    block = max(1, int(0.02 / min(est)))  # blocks of at least ~20 ms for the fastest
-    rounds = int(budget / (block * sum(est)))
+    fastest: dict[str, float] = {}
+    for impl, e in zip(impls, est, strict=True):
+        fastest[impl.group] = min(fastest.get(impl.group, e), e)
+    # blocks of at least ~20 ms for the fastest of each group
+    blocks = [max(1, int(0.02 / fastest[impl.group])) for impl in impls]
+    rounds = int(budget / sum(b * e for b, e in zip(blocks, est, strict=True)))
     rounds = max(7, min(rounds, 200))
     counter = 0
     for r in range(rounds):
         for j in range(len(impls)):
-            impl = impls[(r + j) % len(impls)]
+            idx = (r + j) % len(impls)
+            impl, block = impls[idx], blocks[idx]
             t0 = time.perf_counter()
             for _ in range(block):
                 v = impl.step(counter)
@@ -255,6 +340,66 @@ def peak_memory(case: Case, name: str, *, warm: bool = True) -> int:
         del params
 
 
+def gpu_peak_memory(case: Case, name: str) -> int:
+    """Peak device bytes of one GPU step (after two): parameters, optimiser state, gradients and
+    temporaries, not the batch (as :func:`peak_memory` leaves out the batch).
+
+    Measured against what is already allocated on the device (the timed implementations are
+    still alive), so only what this fresh build and its steps allocate counts. nnlayers: the
+    CuPy pool's bytes (its high-water mark since ``reset_memory_stats()``, which drops the
+    cached free blocks); PyTorch: ``torch.cuda.max_memory_allocated()`` after
+    ``reset_peak_memory_stats()``.
+    """
+    x, y = make_batches(case, 1)[0]
+    with arraycore.use("numpy"):
+        params = [np.array(p.numpy()) for p in nnlayers_model(case).params]
+    gc.collect()
+    if name == CUDA_NN:
+        with arraycore.use("cuda") as xp:
+            data = (xp.asarray(x), xp.asarray(y))
+            backend = xp._backend
+            backend.synchronize()
+            base = backend.memory_stats()["used_bytes"]
+            model = nnlayers_model(case)
+        for p, value in zip(model.params, params, strict=True):
+            p.assign(value)
+
+        def step() -> Any:
+            return model.train_step(data)
+
+        sync, reset = backend.synchronize, backend.reset_memory_stats
+
+        def peak() -> int:
+            return backend.memory_stats()["pool_bytes"]
+    else:
+        assert torch_steps is not None
+        data = (torch_steps.to_cuda(x), torch_steps.to_cuda(y))
+        torch_steps.cuda_sync()
+        base = torch_steps.cuda_allocated()
+        tstep = (
+            torch_steps.lenet(params, LR, MOMENTUM, device="cuda")
+            if case.kind == "lenet"
+            else torch_steps.mlp(case.sizes, params, LR, MOMENTUM, device="cuda")
+        )
+
+        def step() -> Any:
+            return tstep.step(*data)
+
+        sync, reset, peak = (
+            torch_steps.cuda_sync,
+            torch_steps.cuda_reset_peak,
+            torch_steps.cuda_peak,
+        )
+    step()
+    step()
+    sync()
+    gc.collect()
+    reset()
+    step()
+    sync()
+    return peak() - base
+
+
 # -- environment ----------------------------------------------------------------------------------
 def set_threads(n: int) -> str:
     """Limit BLAS/OpenMP (threadpoolctl) and torch to ``n`` threads; returns a description."""
@@ -300,6 +445,20 @@ def machine() -> dict[str, str]:
     }
 
 
+def gpu_info(torch_cuda: bool) -> str:
+    """The GPU (the CUDA backend's device; torch's name for it too where torch sees it), CuPy,
+    CUDA runtime and driver versions (as ``arraycore info`` reports them), torch's CUDA and
+    cuDNN versions and TF32 settings. Called only when the ``cuda`` backend is in use."""
+    xp = arraycore.namespace("cuda")
+    parts = [f"GPU {xp.device}", type(xp._backend).version()]
+    if torch_cuda and torch_steps is not None:
+        parts.append(f"PyTorch on {torch_steps.cuda_info()}")
+    tf32 = os.environ.get("CUPY_TF32", "0")
+    on = tf32.strip().isdigit() and int(tf32) > 0  # CuPy's own test for it
+    parts.append(f"CUPY_TF32={tf32} ({'TF32 on' if on else 'full float32'} in CuPy's matmuls)")
+    return "; ".join(parts)
+
+
 # -- report ---------------------------------------------------------------------------------------
 def fmt_ms(seconds: float) -> str:
     return f"{seconds * 1e3:.3g}" if seconds < 0.1 else f"{seconds * 1e3:.0f}"
@@ -314,7 +473,14 @@ def step_table(results: list[tuple[Case, list[Impl]]], memory: dict[str, dict[st
     head = ["network", *[f"{n} ms" for n in names], "nnlayers / NumPy", "nnlayers / PyTorch"]
     extra = [n for n in names if n.startswith("nnlayers[")]
     head += [f"{n} / NumPy" for n in extra]
+    gpu_pair = CUDA_NN in names and CUDA_TORCH in names
+    if gpu_pair:
+        head.append(f"{CUDA_NN} / {CUDA_TORCH}")
     head += ["peak MB nnlayers", "peak MB NumPy", "memory ratio"]
+    gpu_mem = [n for n in (CUDA_NN, CUDA_TORCH) if any(n in m for m in memory.values())]
+    head += [f"peak device MB {n}" for n in gpu_mem]
+    if len(gpu_mem) == 2:
+        head.append("device memory ratio")
     rows = [head, ["---"] * len(head)]
     for case, impls in results:
         med = {i.name: i.median for i in impls}
@@ -322,12 +488,17 @@ def step_table(results: list[tuple[Case, list[Impl]]], memory: dict[str, dict[st
         row = [case.name, *[fmt_ms(med[n]) for n in names]]
         row += [ratio(med["nnlayers"], med["NumPy"]), ratio(med["nnlayers"], med.get("PyTorch"))]
         row += [ratio(med[n], med["NumPy"]) for n in extra]
+        if gpu_pair:
+            row.append(ratio(med[CUDA_NN], med[CUDA_TORCH]))
         mn, mp = mem.get("nnlayers"), mem.get("NumPy")
         row += [
             "-" if mn is None else f"{mn / 2**20:.1f}",
             "-" if mp is None else f"{mp / 2**20:.1f}",
             ratio(mn, mp),
         ]
+        row += ["-" if mem.get(n) is None else f"{mem[n] / 2**20:.1f}" for n in gpu_mem]
+        if len(gpu_mem) == 2:
+            row.append(ratio(mem.get(CUDA_NN), mem.get(CUDA_TORCH)))
         rows.append(row)
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
@@ -335,11 +506,16 @@ def step_table(results: list[tuple[Case, list[Impl]]], memory: dict[str, dict[st
 def sweep_table(results: list[tuple[Case, list[Impl]]]) -> str:
     names = [impl.name for impl in results[0][1]]
     head = ["batch", *[f"{n} µs/sample" for n in names], "nnlayers / NumPy", "nnlayers / PyTorch"]
+    gpu_pair = CUDA_NN in names and CUDA_TORCH in names
+    if gpu_pair:
+        head.append(f"{CUDA_NN} / {CUDA_TORCH}")
     rows = [head, ["---"] * len(head)]
     for case, impls in results:
         med = {i.name: i.median for i in impls}
         row = [str(case.batch), *[f"{med[n] / case.batch * 1e6:.1f}" for n in names]]
         row += [ratio(med["nnlayers"], med["NumPy"]), ratio(med["nnlayers"], med.get("PyTorch"))]
+        if gpu_pair:
+            row.append(ratio(med[CUDA_NN], med[CUDA_TORCH]))
         rows.append(row)
     return "\n".join("| " + " | ".join(r) + " |" for r in rows)
 
@@ -347,9 +523,10 @@ def sweep_table(results: list[tuple[Case, list[Impl]]]) -> str:
 def report(
     info: dict[str, str], threads: int, pools: str, steps: str, sweep: str, notes: list[str]
 ) -> str:
+    gpu = f" GPU implementations: {info['gpu']}." if info.get("gpu") else ""
     lines = [
         f"Measured {info['date']} on {info['cpu']}; Python {info['python']}, {info['numpy']}, "
-        f"{info['torch']}. Every implementation ran with {threads} thread(s) ({pools}).",
+        f"{info['torch']}. Every implementation ran with {threads} thread(s) ({pools}).{gpu}",
         "",
         "Median training step (forward, backward, SGD-momentum update), float32, timed "
         "round-robin in one run:",
@@ -391,7 +568,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only", default="", help="comma-separated subset: mlp,lenet,small,sweep,memory"
     )
+    parser.add_argument(
+        "--self-check",
+        action="store_true",
+        help="check (no GPU needed) that the GPU code paths stay off without cuda, then exit",
+    )
     args = parser.parse_args(argv)
+    if args.self_check:
+        return self_check()
     budget = args.budget if args.budget is not None else (1.0 if args.quick else 12.0)
     only = set(filter(None, args.only.split(","))) or {"mlp", "lenet", "small", "sweep", "memory"}
 
@@ -412,7 +596,26 @@ def main(argv: list[str] | None = None) -> int:
             extra_backend = extra
         except arraycore.BackendError as error:
             notes.append(f"ARRAYCORE_BACKEND={extra}: no column ({str(error).splitlines()[0]})")
+    torch_cuda = torch_cuda_usable(extra_backend)
+    if extra_backend == "cuda":
+        if torch_cuda and torch_steps is not None:
+            torch_steps.cuda_setup()  # TF32 off before anything runs on the GPU
+            notes.append(
+                f"GPU: {CUDA_NN} and {CUDA_TORCH} start from the same weights, the batches are "
+                "copied to the GPU once before timing; TF32 is off in torch (matmul and cuDNN "
+                "allow_tf32 = False, cudnn.benchmark on) and in CuPy unless CUPY_TF32 > 0 (see "
+                "above), so both compute in full float32. Each timed block of steps ends with a "
+                f"device synchronisation, after {GPU_WARMUP} untimed warm-up steps; peak device "
+                "memory is CuPy's pool high-water mark and torch.cuda.max_memory_allocated() for "
+                "a third step, less what was allocated before the build (the batch not counted)."
+            )
+        else:
+            why = TORCH_NOTE or "torch.cuda.is_available() is False"
+            notes.append(f"no {CUDA_TORCH} column: {why}")
+        info["gpu"] = gpu_info(torch_cuda)
     print(f"{info['cpu']} | {info['numpy']} | {info['torch']} | {pools}", flush=True)
+    if info.get("gpu"):
+        print(info["gpu"], flush=True)
 
     main_cases = [
         Case("MLP 784-1024-1024-10, batch 128", "mlp", 128, [784, 1024, 1024, 10]),
@@ -423,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
     main_cases = [c for c, key in zip(main_cases, keys, strict=True) if key in only]
     results = []
     for case in main_cases:
-        impls, _ = build_impls(case, extra_backend)
+        impls, _ = build_impls(case, extra_backend, torch_cuda)
         check_agreement(case, impls)
         time_case(case, impls, budget)
         results.append((case, impls))
@@ -433,12 +636,15 @@ def main(argv: list[str] | None = None) -> int:
     if "memory" in only:
         for case in main_cases:
             memory[case.name] = {n: peak_memory(case, n) for n in ("nnlayers", "NumPy")}
+            if extra_backend == "cuda":
+                gpu_names = [CUDA_NN, CUDA_TORCH] if torch_cuda else [CUDA_NN]
+                memory[case.name].update({n: gpu_peak_memory(case, n) for n in gpu_names})
             print(f"{case.name}: peak bytes {memory[case.name]}", flush=True)
     sweep = []
     if "sweep" in only:
         for batch in (1, 4, 16, 64, 256, 1024):
             case = Case(f"MLP batch {batch}", "mlp", batch, [784, 1024, 1024, 10])
-            impls, _ = build_impls(case, extra_backend)
+            impls, _ = build_impls(case, extra_backend, torch_cuda)
             time_case(case, impls, budget / 2)
             sweep.append((case, impls))
             med = ", ".join(f"{i.name} {i.median / batch * 1e6:.1f} µs/sample" for i in impls)
@@ -452,6 +658,74 @@ def main(argv: list[str] | None = None) -> int:
         path = args.write if args.write.is_absolute() else ROOT / args.write
         write_docs(path, text)
         print(f"\nwrote {path}")
+    return 0
+
+
+# -- self-check -----------------------------------------------------------------------------------
+def self_check() -> int:
+    """Pure-Python check that nothing needing CUDA runs unless the backend is ``cuda`` and torch
+    sees a GPU: a stand-in for ``torch_steps`` whose CUDA functions fail if called."""
+    global torch_steps
+    calls: list[str] = []
+
+    class _Step:
+        def step(self, x: Any, labels: Any) -> Any:
+            return np.float32(0.0)
+
+    def forbidden(name: str) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError(f"CUDA path entered: torch_steps.{name}")
+
+        return call
+
+    def available(answer: bool) -> Callable[[], bool]:
+        def call() -> bool:
+            calls.append("cuda_available")
+            return answer
+
+        return call
+
+    def cpu_only(*args: Any, device: str = "cpu", **kwargs: Any) -> _Step:
+        assert device == "cpu", f"CUDA path entered: a torch step on {device!r}"
+        return _Step()
+
+    cuda_fns = ("cuda_setup", "to_cuda", "cuda_sync", "cuda_allocated", "cuda_reset_peak")
+    cuda_fns += ("cuda_peak", "cuda_info")
+    fake: Any = type(sys)("fake_torch_steps")
+    fake.mlp = fake.lenet = cpu_only
+    fake.to_torch = lambda x: x
+    for name in cuda_fns:
+        setattr(fake, name, forbidden(name))
+    saved = torch_steps
+    try:
+        for backend in (None, "opencl", "numpy"):
+            fake.cuda_available = available(True)
+            assert not torch_cuda_usable(backend, fake), backend
+        assert not calls, f"torch.cuda.is_available() asked for another backend: {calls}"
+        fake.cuda_available = available(False)
+        assert not torch_cuda_usable("cuda", fake)
+        assert calls == ["cuda_available"], calls
+        fake.cuda_available = available(True)
+        assert torch_cuda_usable("cuda", fake)
+        torch_steps = fake
+        for case in (
+            Case("small", "mlp", 4, [8, 8, 10]),
+            Case("lenet", "lenet", 2),
+        ):
+            impls, _ = build_impls(case, None, torch_cuda_usable(None, fake))
+            names = [impl.name for impl in impls]
+            assert names == ["nnlayers", "NumPy", "PyTorch"], names
+            assert all(impl.group == "cpu" and not impl.warmup for impl in impls)
+        table = step_table(
+            [(case, [Impl(n, lambda i: 0.0, float, [1e-3]) for n in names])],
+            {case.name: {"nnlayers": 2**20, "NumPy": 2**20}},
+        )
+        assert "cuda" not in table and "device" not in table, table
+        torch_steps = None
+        assert not torch_cuda_usable("cuda")
+    finally:
+        torch_steps = saved
+    print("self-check passed: no CUDA code path without the cuda backend and a torch GPU")
     return 0
 
 
