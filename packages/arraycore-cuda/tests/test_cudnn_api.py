@@ -145,15 +145,35 @@ def test_graphs_describe_with_real_builders(cudnn: Any) -> None:
     fwd = cd._bn_graph(graph, (4, 3, 5, 5), half, eps=1e-5)
     assert list(fwd["y"].dim) == [4, 3, 5, 5] and fwd["y"].data_type == half
     assert list(fwd["mean"].dim) == [1, 3, 1, 1] and fwd["inv_var"].data_type == f32
+    assert list(fwd["x"].stride) == [75, 25, 5, 1]
     graph = cd._new_graph(half)
-    bwd = cd._bn_graph(graph, (4, 3, 1, 1), half, eps=None)
+    cl = cd._bn_graph(graph, (4, 3, 5, 5), half, eps=1e-5, nhwc=True)
+    assert list(cl["x"].stride) == [75, 1, 15, 3] and list(cl["y"].stride) == [75, 1, 15, 3]
+    graph = cd._new_graph(half)
+    bwd = cd._bn_graph(graph, (4, 3, 1, 1), half, eps=None, nhwc=True)
     assert set(bwd) == {"dy", "x", "scale", "mean", "inv_var", "dx", "dscale", "dbias"}
     assert list(bwd["dscale"].dim) == [1, 3, 1, 1] and bwd["dbias"].data_type == f32
+    assert list(bwd["dx"].stride) == [3, 1, 3, 3]
 
 
 def test_exception_classes(cudnn: Any) -> None:
     assert issubclass(cudnn.cudnnGraphNotSupportedError, Exception)
 
 
-# Cudnn.disabled_reason after a failed cudnn.create_handle() is not tested here: triggering
-# the failure needs a real CuPy device context, and no device is faked in this package's tests.
+def test_disabled_reason_without_a_usable_gpu(cudnn: Any) -> None:
+    """On a machine where CuPy is installed but CUDA cannot run (no driver or no device), the
+    first handle creation fails for real: the reason is kept and cuDNN is off from then on.
+    Machines with a usable GPU skip this (the GPU tests cover them); nothing is faked."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed")
+    try:
+        usable = cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:  # no driver, or a driver too old for this CuPy
+        usable = False
+    if usable:
+        pytest.skip("a CUDA device is usable here; handle creation would succeed")
+    cd = Cudnn(cudnn, cupy, 0)
+    assert cd.disabled_reason is None  # lazy: nothing is created at construction
+    assert cd._ensure_handle() is False
+    assert cd.disabled_reason and "cuDNN handle" in cd.disabled_reason
+    assert cd._ensure_handle() is False  # remembered, not retried
+    assert cd.describe().startswith("cuDNN disabled on device 0: ")

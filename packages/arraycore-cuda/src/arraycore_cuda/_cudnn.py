@@ -27,6 +27,9 @@ API facts this relies on (checked against nvidia-cudnn-frontend 1.32.0, see ``US
   ``get_workspace_size_plan_at_index(i)``, ``execute_plan_at_index(pack, workspace, index=,
   handle=)``; a variant pack maps tensor handles to plain ``int`` device pointers (the frontend
   passes ``type(d) is int`` through unchanged), the workspace likewise.
+* ``deselect_numeric_notes([numerical_note.TENSOR_CORE, ...])`` keeps float32 convolutions off
+  TF32 engines (``ARRAYCORE_CUDNN_TF32=1`` allows them); ``ARRAYCORE_CUDNN_AUTOTUNE=0`` runs the
+  heuristics' first plan that builds instead of timing every plan.
 * ``cudnn.create_handle()`` / ``cudnn.set_stream(handle, stream)`` (the frontend's Handle caches
   the stream, so calling it before every execute is cheap); ``cudnn.cudnnGraphNotSupportedError``.
 """
@@ -58,6 +61,7 @@ USED_API: dict[str, tuple[str, ...]] = {
         "create_handle",
         "set_stream",
         "cudnnGraphNotSupportedError",
+        "numerical_note",
     ),
     "cudnn.pygraph": (
         "tensor",
@@ -71,6 +75,7 @@ USED_API: dict[str, tuple[str, ...]] = {
         "build_operation_graph",
         "create_execution_plans",
         "check_support",
+        "deselect_numeric_notes",
         "get_execution_plan_count",
         "get_plan_name_at_index",
         "build_plan_at_index",
@@ -81,6 +86,7 @@ USED_API: dict[str, tuple[str, ...]] = {
     "cudnn.data_type": ("FLOAT", "HALF", "BFLOAT16"),
     "cudnn.heur_mode": ("A", "FALLBACK"),
     "cudnn.scalar_type": ("RUNTIME_PARAM",),
+    "cudnn.numerical_note": ("TENSOR_CORE", "DOWN_CONVERT_INPUTS"),
 }
 
 #: Keyword arguments used per builder (checked against the real builders' accepted names).
@@ -96,6 +102,9 @@ USED_KWARGS: dict[str, tuple[str, ...]] = {
 }
 
 _AUTOTUNE_ENV = "ARRAYCORE_CUDNN_AUTOTUNE"
+# float32 convolutions may use TF32 tensor cores only when this is set to 1.
+_TF32_ENV = "ARRAYCORE_CUDNN_TF32"
+_OFF = ("", "0", "false", "no", "off")
 _TIMING_WARMUP = 1
 _TIMING_RUNS = 3
 # cuDNN's graph API serves these as io types; float64 is left to the fallback.
@@ -154,6 +163,12 @@ def _packed_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def _nhwc_strides(shape4: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    """Strides, in (N, C, H, W) order, of a packed channels-last (N, H, W, C) buffer."""
+    _, c, h, w = shape4
+    return (h * w * c, 1, w * c, c)
+
+
 @dataclass
 class _Plan:
     """One built graph: its tensor handles by role, the plan index run, its workspace bytes."""
@@ -180,7 +195,8 @@ class Cudnn:
         # key -> built plan, or the reason cuDNN rejected the key (str)
         self._cache: dict[tuple[Any, ...], _Plan | str] = {}
         self._lock = threading.Lock()
-        self._autotune = os.environ.get(_AUTOTUNE_ENV, "1").strip() not in ("0", "false", "no")
+        self._autotune = os.environ.get(_AUTOTUNE_ENV, "1").strip().lower() not in _OFF
+        self._tf32 = os.environ.get(_TF32_ENV, "0").strip().lower() not in _OFF
 
     # -- public ops ---------------------------------------------------------------------------
     def conv2d(self, x: Any, w: Any, win: Any) -> Any:
@@ -191,6 +207,8 @@ class Cudnn:
         x_shape = (win.n, win.c, win.h, win.w)
         w_shape = (int(w.shape[0]), win.c, win.kh, win.kw)
         y_shape = (win.n, w_shape[0], win.out_h, win.out_w)
+        if tuple(x.shape) != x_shape or tuple(w.shape) != w_shape:
+            return None
         key = ("conv2d", dt, x_shape, w_shape, *self._geometry(win))
         plan = self._plan(
             key, lambda g: self._conv_graph(g, "fprop", win, x_shape, w_shape, y_shape, dt)
@@ -213,6 +231,8 @@ class Cudnn:
         x_shape = (win.n, win.c, win.h, win.w)
         w_shape = (int(w.shape[0]), win.c, win.kh, win.kw)
         y_shape = (win.n, w_shape[0], win.out_h, win.out_w)
+        if tuple(dy.shape) != y_shape or tuple(w.shape) != w_shape:
+            return None
         key = ("conv2d_backward_data", dt, x_shape, w_shape, *self._geometry(win))
         plan = self._plan(
             key, lambda g: self._conv_graph(g, "dgrad", win, x_shape, w_shape, y_shape, dt)
@@ -235,6 +255,12 @@ class Cudnn:
         x_shape = (win.n, win.c, win.h, win.w)
         ws = tuple(int(s) for s in w_shape)
         y_shape = (win.n, ws[0], win.out_h, win.out_w)
+        if (
+            tuple(x.shape) != x_shape
+            or tuple(dy.shape) != y_shape
+            or ws[1:] != (win.c, win.kh, win.kw)
+        ):
+            return None
         key = ("conv2d_backward_filter", dt, x_shape, ws, *self._geometry(win))
         plan = self._plan(
             key, lambda g: self._conv_graph(g, "wgrad", win, x_shape, ws, y_shape, dt)
@@ -255,21 +281,19 @@ class Cudnn:
         shape4 = self._bn_shape(x)
         if dt is None or shape4 is None or not self._same_float(x, gamma, beta):
             return None
-        key = ("batch_norm", dt, shape4, float(eps))
-        plan = self._plan(
-            key, lambda g: self._bn_graph(g, shape4, self._cudnn_dtype(dt), eps=float(eps))
-        )
-        if plan is None:
+        found = self._bn_plan(("batch_norm", dt, shape4, float(eps)), shape4, dt, float(eps))
+        if found is None:
             return None
+        plan, nhwc = found
         cp = self._cp
         c = shape4[1]
         with cp.cuda.Device(self._device):
             f32 = cp.float32
-            y = cp.empty(shape4, dtype=x.dtype)
+            y = cp.empty(self._bn_buffer_shape(shape4, nhwc), dtype=x.dtype)
             mean = cp.empty((c,), dtype=f32)
             inv_std = cp.empty((c,), dtype=f32)
             arrays = {
-                "x": cp.ascontiguousarray(x).reshape(shape4),
+                "x": self._bn_input(x, shape4, nhwc),
                 "scale": cp.ascontiguousarray(gamma, dtype=f32),
                 "bias": cp.ascontiguousarray(beta, dtype=f32),
                 "y": y,
@@ -279,7 +303,7 @@ class Cudnn:
             if not self._run(plan, arrays):
                 return None
             return (
-                y.reshape(x.shape),
+                self._bn_output(y, x.shape, nhwc),
                 mean.astype(x.dtype, copy=False),
                 inv_std.astype(x.dtype, copy=False),
             )
@@ -294,20 +318,20 @@ class Cudnn:
             return None
         if not self._same_float(x, gamma, mean, inv_std):
             return None
-        key = ("batch_norm_backward", dt, shape4)
-        plan = self._plan(key, lambda g: self._bn_graph(g, shape4, self._cudnn_dtype(dt), eps=None))
-        if plan is None:
+        found = self._bn_plan(("batch_norm_backward", dt, shape4), shape4, dt, None)
+        if found is None:
             return None
+        plan, nhwc = found
         cp = self._cp
         c = shape4[1]
         with cp.cuda.Device(self._device):
             f32 = cp.float32
-            dx = cp.empty(shape4, dtype=x.dtype)
+            dx = cp.empty(self._bn_buffer_shape(shape4, nhwc), dtype=x.dtype)
             dgamma = cp.empty((c,), dtype=f32)
             dbeta = cp.empty((c,), dtype=f32)
             arrays = {
-                "dy": cp.ascontiguousarray(dy).reshape(shape4),
-                "x": cp.ascontiguousarray(x).reshape(shape4),
+                "dy": self._bn_input(dy, shape4, nhwc),
+                "x": self._bn_input(x, shape4, nhwc),
                 "scale": cp.ascontiguousarray(gamma, dtype=f32),
                 "mean": cp.ascontiguousarray(mean, dtype=f32),
                 "inv_var": cp.ascontiguousarray(inv_std, dtype=f32),
@@ -318,10 +342,48 @@ class Cudnn:
             if not self._run(plan, arrays):
                 return None
             return (
-                dx.reshape(x.shape),
+                self._bn_output(dx, x.shape, nhwc),
                 dgamma.astype(x.dtype, copy=False),
                 dbeta.astype(x.dtype, copy=False),
             )
+
+    # cuDNN's batch-norm engines are written for channels-last (NHWC) activations (every
+    # frontend sample uses them). (N, C) input is (N, C, 1, 1), where NCHW and NHWC are the
+    # same bytes, so it is always described as NHWC; (N, C, H, W) input tries packed NCHW
+    # first (no copies) and, if no engine takes it, NHWC with a transposing copy in and out.
+    def _bn_plan(
+        self, key: tuple[Any, ...], shape4: tuple[int, int, int, int], dt: str, eps: float | None
+    ) -> tuple[_Plan, bool] | None:
+        layouts = (True,) if shape4[2] * shape4[3] == 1 else (False, True)
+        io = self._cudnn_dtype(dt)
+        for nhwc in layouts:
+            plan = self._plan(
+                (*key, "NHWC" if nhwc else "NCHW"),
+                lambda g, nhwc=nhwc: self._bn_graph(g, shape4, io, eps=eps, nhwc=nhwc),
+            )
+            if plan is not None:
+                return plan, nhwc
+        return None
+
+    @staticmethod
+    def _bn_buffer_shape(shape4: tuple[int, int, int, int], nhwc: bool) -> tuple[int, ...]:
+        """The C-contiguous buffer an (N, C, H, W) activation lives in for ``nhwc``."""
+        n, c, h, w = shape4
+        return (n, h, w, c) if nhwc else shape4
+
+    def _bn_input(self, a: Any, shape4: tuple[int, int, int, int], nhwc: bool) -> Any:
+        """``a`` as the packed buffer the graph describes (a copy only when needed)."""
+        cp = self._cp
+        a4 = cp.ascontiguousarray(a).reshape(shape4)
+        if nhwc and shape4[2] * shape4[3] != 1:
+            return cp.ascontiguousarray(a4.transpose(0, 2, 3, 1))
+        return a4.reshape(self._bn_buffer_shape(shape4, nhwc))
+
+    def _bn_output(self, buf: Any, shape: tuple[int, ...], nhwc: bool) -> Any:
+        """The result buffer back in (N, C[, H, W]) C order."""
+        if nhwc and buf.shape[1] * buf.shape[2] != 1:
+            return self._cp.ascontiguousarray(buf.transpose(0, 3, 1, 2))
+        return buf.reshape(shape)
 
     def describe(self) -> str:
         """Cache size, chosen plans and rejected keys (for debugging)."""
@@ -388,16 +450,24 @@ class Cudnn:
             io_data_type=io, intermediate_data_type=f32, compute_data_type=f32, handle=self._handle
         )
 
-    def _tensor(self, g: Any, name: str, shape: tuple[int, ...], dtype: Any) -> Any:
-        return g.tensor(
-            name=name, dim=list(shape), stride=list(_packed_strides(shape)), data_type=dtype
-        )
+    @staticmethod
+    def _tensor(
+        g: Any,
+        name: str,
+        shape: tuple[int, ...],
+        dtype: Any,
+        strides: tuple[int, ...] | None = None,
+    ) -> Any:
+        stride = strides if strides is not None else _packed_strides(shape)
+        return g.tensor(name=name, dim=list(shape), stride=list(stride), data_type=dtype)
 
     @staticmethod
-    def _output(t: Any, shape: tuple[int, ...], dtype: Any) -> Any:
+    def _output(
+        t: Any, shape: tuple[int, ...], dtype: Any, strides: tuple[int, ...] | None = None
+    ) -> Any:
         t.set_output(True)
         t.set_dim(list(shape))
-        t.set_stride(list(_packed_strides(shape)))
+        t.set_stride(list(strides if strides is not None else _packed_strides(shape)))
         t.set_data_type(dtype)
         return t
 
@@ -439,15 +509,23 @@ class Cudnn:
         return tensors
 
     def _bn_graph(
-        self, g: Any, shape4: tuple[int, int, int, int], io: Any, *, eps: float | None
+        self,
+        g: Any,
+        shape4: tuple[int, int, int, int],
+        io: Any,
+        *,
+        eps: float | None,
+        nhwc: bool = False,
     ) -> dict[str, Any]:
-        """Forward (``eps`` given) or backward batch-norm graph over (N, C, H, W) ``x``."""
+        """Forward (``eps`` given) or backward batch-norm graph over (N, C, H, W) ``x``; the
+        activations are packed NCHW, or packed NHWC when ``nhwc``."""
         cd = self._cudnn
         f32 = cd.data_type.FLOAT
         stat = (1, shape4[1], 1, 1)
+        act = _nhwc_strides(shape4) if nhwc else _packed_strides(shape4)
         t: dict[str, Any] = {}
         if eps is not None:
-            t["x"] = self._tensor(g, "x", shape4, io)
+            t["x"] = self._tensor(g, "x", shape4, io, act)
             t["scale"] = self._tensor(g, "scale", stat, f32)
             t["bias"] = self._tensor(g, "bias", stat, f32)
             epsilon = g.tensor_scalar(float(eps), cd.scalar_type.RUNTIME_PARAM, name="epsilon")
@@ -461,12 +539,12 @@ class Cudnn:
                 momentum=None,
                 compute_data_type=f32,
             )
-            t["y"] = self._output(y, shape4, io)
+            t["y"] = self._output(y, shape4, io, act)
             t["mean"] = self._output(mean, stat, f32)
             t["inv_var"] = self._output(inv_var, stat, f32)
         else:
-            t["dy"] = self._tensor(g, "dy", shape4, io)
-            t["x"] = self._tensor(g, "x", shape4, io)
+            t["dy"] = self._tensor(g, "dy", shape4, io, act)
+            t["x"] = self._tensor(g, "x", shape4, io, act)
             t["scale"] = self._tensor(g, "scale", stat, f32)
             t["mean"] = self._tensor(g, "mean", stat, f32)
             t["inv_var"] = self._tensor(g, "inv_var", stat, f32)
@@ -478,7 +556,7 @@ class Cudnn:
                 inv_variance=t["inv_var"],
                 compute_data_type=f32,
             )
-            t["dx"] = self._output(dx, shape4, io)
+            t["dx"] = self._output(dx, shape4, io, act)
             t["dscale"] = self._output(dscale, stat, f32)
             t["dbias"] = self._output(dbias, stat, f32)
         return t
@@ -493,7 +571,9 @@ class Cudnn:
             with self._cp.cuda.Device(self._device):
                 self._handle = self._cudnn.create_handle()
         except Exception as exc:  # libcudnn missing at first use, driver trouble, ...
-            self.disabled_reason = f"cudnn.create_handle() failed: {_one_line(exc)}"
+            self.disabled_reason = (
+                f"creating a cuDNN handle on device {self._device} failed: {_one_line(exc)}"
+            )
             _LOG.warning("cuDNN disabled on device %d: %s", self._device, self.disabled_reason)
             return False
         return True
@@ -519,6 +599,11 @@ class Cudnn:
             with cp.cuda.Device(self._device):
                 g = self._new_graph(self._cudnn_dtype(str(key[1])))
                 tensors = make(g)
+                if str(key[1]) == "float32" and str(key[0]).startswith("conv") and not self._tf32:
+                    # float32 must stay float32 (CuPy's cuBLAS fallback does not use TF32):
+                    # no TF32 tensor-core engines, no engines that down-convert inputs.
+                    note = cd.numerical_note
+                    g.deselect_numeric_notes([note.TENSOR_CORE, note.DOWN_CONVERT_INPUTS])
                 g.validate()
                 g.build_operation_graph()
                 g.create_execution_plans([cd.heur_mode.A, cd.heur_mode.FALLBACK])
