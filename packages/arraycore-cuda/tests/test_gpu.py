@@ -140,3 +140,110 @@ def test_a_second_gpu_gets_its_own_arrays(xp: Any) -> None:
     assert x1.device == 1 and arraycore.namespace_of(x1) is xp1
     with pytest.raises(arraycore.BackendMismatchError):
         xp.add(xp.ones(3), x1)
+
+
+# -- the nn kernels of this package, cuDNN, fusion, synchronisation --------------------------------
+def test_own_kernels_and_cudnn_match_numpy(xp: Any, ref: Any) -> None:
+    """Each nn override (cuDNN where installed, the NVRTC kernels otherwise) against NumPy,
+    float32 and float64, with asymmetric padding, stride and dilation."""
+    rng = np.random.default_rng(2)
+    for dtype in (np.float32, np.float64):
+        x = rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+        w = rng.standard_normal((4, 3, 3, 2)).astype(dtype)
+        kw = {"stride": (2, 1), "padding": ((1, 0), (2, 1)), "dilation": (1, 2)}
+        y = xp.nn.conv2d(xp.asarray(x), xp.asarray(w), **kw)
+        assert_close(xp.to_numpy(y), ref.nn.conv2d(x, w, **kw), scale=20)
+        dy = rng.standard_normal(tuple(y.shape)).astype(dtype)
+        dx = xp.nn.conv2d_backward_data(xp.asarray(dy), xp.asarray(w), x.shape, **kw)
+        assert_close(xp.to_numpy(dx), ref.nn.conv2d_backward_data(dy, w, x.shape, **kw), scale=20)
+        dw = xp.nn.conv2d_backward_filter(xp.asarray(x), xp.asarray(dy), w.shape, **kw)
+        want = ref.nn.conv2d_backward_filter(x, dy, w.shape, **kw)
+        assert_close(xp.to_numpy(dw), want, scale=100)
+        for args in ((3, 2, 1), ((2, 3), (1, 2), ((1, 0), (0, 1)))):
+            p = xp.nn.max_pool2d(xp.asarray(x), *args)
+            assert_close(xp.to_numpy(p), ref.nn.max_pool2d(x, *args))
+            g = rng.standard_normal(tuple(p.shape)).astype(dtype)
+            got = xp.nn.max_pool2d_backward(xp.asarray(g), xp.asarray(x), *args)
+            assert_close(xp.to_numpy(got), ref.nn.max_pool2d_backward(g, x, *args), scale=10)
+            for include in (True, False):
+                a = xp.nn.avg_pool2d(xp.asarray(x), *args, include)
+                assert_close(xp.to_numpy(a), ref.nn.avg_pool2d(x, *args, include), scale=10)
+                got = xp.nn.avg_pool2d_backward(xp.asarray(g), x.shape, *args, include)
+                want = ref.nn.avg_pool2d_backward(g, x.shape, *args, include)
+                assert_close(xp.to_numpy(got), want, scale=10)
+        logits = (rng.standard_normal((64, 10)) * 5).astype(dtype)
+        labels = rng.integers(0, 10, 64)
+        for name in ("softmax", "log_softmax"):
+            got = getattr(xp.nn, name)(xp.asarray(logits), axis=-1)
+            assert_close(xp.to_numpy(got), getattr(ref.nn, name)(logits, axis=-1), scale=10)
+        loss, d = xp.nn.softmax_cross_entropy(xp.asarray(logits), xp.asarray(labels), 1 / 64)
+        want_loss, want_d = ref.nn.softmax_cross_entropy(logits, labels, 1 / 64)
+        assert_close(xp.to_numpy(loss), want_loss, scale=100)
+        assert_close(xp.to_numpy(d), want_d, scale=10)
+        gamma, beta = rng.standard_normal(3).astype(dtype), rng.standard_normal(3).astype(dtype)
+        got = xp.nn.batch_norm(xp.asarray(x), xp.asarray(gamma), xp.asarray(beta), eps=1e-3)
+        want = ref.nn.batch_norm(x, gamma, beta, eps=1e-3)
+        for a, b in zip(got, want, strict=True):
+            assert_close(xp.to_numpy(a), b, scale=100)
+        g = rng.standard_normal(x.shape).astype(dtype)
+        got = xp.nn.batch_norm_backward(xp.asarray(g), xp.asarray(x), xp.asarray(gamma), *got[1:])
+        want = ref.nn.batch_norm_backward(g, x, gamma, *want[1:])
+        for a, b in zip(got, want, strict=True):
+            assert_close(xp.to_numpy(a), b, scale=100)
+
+
+def test_cudnn_path_is_reported_and_used_when_installed(xp: Any) -> None:
+    from arraycore_cuda import backend
+
+    module, description = backend.cudnn_probe()
+    assert description in CudaBackend.version()
+    if module is None:
+        pytest.skip(f"cuDNN is not installed here: {description}")
+    cudnn = xp._backend._nn.cudnn
+    assert cudnn is not None and cudnn.disabled_reason is None
+    x = xp.ones((8, 16, 32, 32), dtype=xp.float32)
+    w = xp.ones((32, 16, 3, 3), dtype=xp.float32)
+    xp.nn.conv2d(x, w, padding=1)
+    assert "conv2d" in cudnn.describe(), cudnn.describe()
+
+
+def test_fuse_is_one_cupy_kernel(xp: Any) -> None:
+    import cupy
+
+    def axpy(y: Any, x: Any, a: float) -> None:
+        xp.inplace.multiply(y, a, out=y)
+        xp.inplace.add(y, x, out=y)
+
+    fused = xp.inplace.fuse(axpy)
+    assert isinstance(fused, cupy._core.fusion.Fusion)
+    y, x = xp.ones(1000, dtype=xp.float32), xp.full(1000, 2.0, dtype=xp.float32)
+    fused(y, x, 3.0)
+    fused(y, x, 0.5)
+    np.testing.assert_allclose(xp.to_numpy(y), np.full(1000, 4.5, dtype=np.float32))
+
+
+def test_a_training_step_never_synchronises(xp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whole nnlayers training steps (conv, batch-norm, max and average pooling, the fused
+    cross-entropy, backward, SGD-momentum and Adam updates) run with CuPy's synchronisation
+    detector armed: nothing in a step waits for the GPU."""
+    pytest.importorskip("nnlayers", reason="nnlayers is not installed here")
+    import cupyx
+
+    from nnlayers.layers import Affine, AvgPool2D, BatchNorm, Conv2D, Flatten, Pool2D, Sequential
+    from nnlayers.models import Classifier
+    from nnlayers.optim import SGD, Adam
+
+    monkeypatch.setenv("ARRAYCORE_BACKEND", "cuda")
+    rng = np.random.default_rng(3)
+    x = xp.asarray(rng.standard_normal((32, 3, 16, 16)).astype(np.float32))
+    y = xp.asarray(rng.integers(0, 10, 32))
+    for optimizer in (SGD(0.1, momentum=0.9), Adam(1e-3)):
+        layers = [Conv2D(8, 3, padding="same"), BatchNorm(), "relu", Pool2D(2), AvgPool2D(2)]
+        net = Sequential([*layers, Flatten(), Affine(10)], seed=0)
+        model = Classifier(net, (3, 16, 16), optimizer=optimizer)
+        assert model.graph.xp is xp
+        model.train_step((x, y))  # warm-up: kernels compile, cuDNN autotunes
+        with cupyx.allow_synchronize(False):
+            for _ in range(3):
+                loss, _accuracy = model.train_step((x, y))
+        assert np.isfinite(float(loss))

@@ -54,7 +54,7 @@ def test_version_never_raises() -> None:
     text = CudaBackend.version()
     if HAS_CUPY:
         assert text.startswith("cupy ") and "CUDA runtime" in text, text
-        assert "cuDNN not used" in text, text  # the nn kernel path is stated
+        assert "nn kernels: " in text and "cuDNN" in text, text  # the nn kernel path is stated
     else:
         assert text == "cupy not installed"
 
@@ -121,3 +121,30 @@ def test_a_broken_cupy_is_not_reported_as_missing(tmp_path: Path) -> None:
     assert version == "cupy failed to import"
     assert reason.startswith("CuPy is installed but failed to import (ImportError: libcudart")
     assert INSTALL in reason
+
+
+def test_nn_path_says_which_kernels_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``arraycore info`` names the convolution path: cuDNN (with its version) or im2col +
+    cuBLAS and why, and the switches that change it."""
+    from arraycore_cuda import backend
+
+    monkeypatch.delenv(backend.ENV_CUDNN, raising=False)
+    monkeypatch.delenv(backend.ENV_OVERRIDES, raising=False)
+    module, description = backend.cudnn_probe()
+    text = backend.nn_path()
+    assert description in text, text
+    if module is None:
+        assert text.startswith("nn kernels: convolutions im2col + cuBLAS (cuDNN not available")
+    else:
+        assert text.startswith("nn kernels: convolutions and batch-norm through cuDNN ")
+    assert "pooling, softmax, cross-entropy" in text
+    monkeypatch.setenv(backend.ENV_CUDNN, "0")
+    assert "cuDNN off: $ARRAYCORE_CUDNN=0" in backend.nn_path()
+    monkeypatch.setenv(backend.ENV_CUDNN, "sometimes")
+    with pytest.raises(ValueError, match=r"\$ARRAYCORE_CUDNN must be 1 or 0, got 'sometimes'"):
+        backend.nn_path()
+    monkeypatch.delenv(backend.ENV_CUDNN)
+    monkeypatch.setenv(backend.ENV_OVERRIDES, "none")
+    assert (
+        backend.nn_path() == "nn kernels: arraycore's derived ones ($ARRAYCORE_CUDA_OVERRIDES=none)"
+    )

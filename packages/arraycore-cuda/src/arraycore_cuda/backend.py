@@ -5,7 +5,10 @@ The required primitives are CuPy calls (cuBLAS behind ``matmul``, CUDA atomics b
 own functions where their signature and semantics are meant to be the Array API standard's (CuPy
 14 follows NumPy 2), so ``xp.add`` costs what ``cupy.add`` costs; everything else, including the
 ``nn`` kernels (im2col + matmul, i.e. cuBLAS), is arraycore's derived code running on these
-primitives. cuDNN is not used yet (see the package README).
+primitives. The ``nn`` kernels are overridden by :mod:`arraycore_cuda._nn_cuda`: cuDNN graphs for
+convolutions and batch-norm when nvidia-cudnn-frontend and a cuDNN runtime are installed, this
+package's own CUDA kernels for im2col/col2im, pooling and the softmax family, and cuBLAS GEMMs.
+``xp.inplace.fuse`` is ``cupy.fuse``.
 
 Nothing here imports CuPy at module import time: the class must load, and ``arraycore info``
 must explain what is missing, on machines without CuPy, without a driver or without a GPU.
@@ -45,6 +48,8 @@ from arraycore.backend import (
 from arraycore.backend import UNARY_OPS as _UNARY
 from arraycore.errors import BackendMismatchError
 
+from ._nn_cuda import NN_OVERRIDES, CudaNN
+
 #: pip command quoted in "cannot run here" errors.
 INSTALL_HINT = 'pip install "arraycore[cuda12]"   (or "arraycore[cuda13]" for a CUDA 13 driver)'
 
@@ -53,8 +58,9 @@ INSTALL_HINT = 'pip install "arraycore[cuda12]"   (or "arraycore[cuda13]" for a 
 #: failure between the primitives and the bound CuPy functions.
 ENV_OVERRIDES = "ARRAYCORE_CUDA_OVERRIDES"
 
-#: The ``nn`` kernels in use, as ``arraycore info`` reports them.
-CONV_PATH = "nn kernels: arraycore's im2col + matmul (cuBLAS); cuDNN not used by this version"
+#: Environment variable switching cuDNN off (``0``): convolutions then take the im2col +
+#: cuBLAS path and batch-norm arraycore's derived kernels, as on a machine without cuDNN.
+ENV_CUDNN = "ARRAYCORE_CUDNN"
 
 UNARY_OPS = tuple(sorted(_UNARY))
 BINARY_OPS = tuple(sorted(_BINARY))
@@ -77,8 +83,8 @@ SAME_AS_CUPY = (
     "broadcast_to", "concat", "stack", "flip", "tile", "moveaxis", "take",
 )  # fmt: skip
 
-#: Every name :meth:`CudaBackend.overrides` may return (all are arraycore namespace names).
-OVERRIDE_NAMES = frozenset(
+#: The names :func:`override_table` binds to CuPy functions (or thin adapters of them).
+CUPY_OVERRIDE_NAMES = frozenset(
     [
         *SAME_AS_CUPY,
         "pow",
@@ -87,6 +93,10 @@ OVERRIDE_NAMES = frozenset(
         *(f"inplace.{op}" for op in (*UNARY_OPS, *BINARY_OPS)),
     ]
 )
+
+#: Every name :meth:`CudaBackend.overrides` may return (all are arraycore namespace names):
+#: the CuPy bindings, the ``nn`` kernels of :mod:`arraycore_cuda._nn_cuda` and the fuser.
+OVERRIDE_NAMES = CUPY_OVERRIDE_NAMES | {f"nn.{name}" for name in NN_OVERRIDES} | {"inplace.fuse"}
 
 _REDUCTIONS = REDUCE_OPS
 _DLPACK_CUDA = frozenset({2, 3, 13})  # kDLCUDA, kDLCUDAHost, kDLCUDAManaged
@@ -269,7 +279,7 @@ class CudaBackend(Backend):
             parts.append("driver unknown")
         else:
             parts.append(f"driver CUDA {_version_text(driver)}" if driver else "no NVIDIA driver")
-        parts.append(CONV_PATH)
+        parts.append(nn_path())
         return ", ".join(parts)
 
     @classmethod
@@ -300,6 +310,7 @@ class CudaBackend(Backend):
         }
         self._ufuncs["pow"] = cupy.power
         self._ufuncs["sign"] = _sign
+        self._nn = CudaNN(cupy, _make_cudnn(cupy, self._index))
         if self._index != 0:
             for name in PRIMITIVES:
                 setattr(self, name, _on_device(getattr(self, name), self._index))
@@ -384,9 +395,24 @@ class CudaBackend(Backend):
 
     # -- backend-specific extras (not part of the namespace) -------------------------------------
     def fuse(self, fn: Callable[..., Any], *, kernel_name: str | None = None) -> Callable[..., Any]:
-        """``cupy.fuse(fn)``: one CUDA kernel for an element-wise (or reducing) function."""
-        fused = self._cp.fuse(fn, kernel_name=kernel_name)
+        """``cupy.fuse(fn)``: one CUDA kernel for an element-wise function (``xp.inplace.fuse``).
+
+        CuPy traces ``fn`` on its first call for each set of argument dtypes and ndims and
+        compiles it with NVRTC; in-place ``xp.inplace.<op>(..., out=a)`` calls on an argument
+        become writes of the kernel (CuPy's fusion supports ``out=`` and in-place updates).
+        """
+        if not callable(fn):
+            raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
+        kwargs = {} if kernel_name is None else {"kernel_name": kernel_name}
+        fused = self._cp.fuse(fn, **kwargs)
         return fused if self._index == 0 else _on_device(fused, self._index)
+
+    def nn_path(self) -> str:
+        """Which ``nn`` kernels this backend runs, with cuDNN's state on this device."""
+        cudnn = self._nn.cudnn
+        if cudnn is not None and cudnn.disabled_reason is not None:
+            return nn_path() + f" [disabled on this device: {cudnn.disabled_reason}]"
+        return nn_path()
 
     def memory_stats(self) -> dict[str, int]:
         """Bytes held by this device's CuPy memory pool and reported by the driver.
@@ -426,13 +452,16 @@ class CudaBackend(Backend):
         if not overrides_enabled():
             return {}
         table = override_table(self._cp, self._index)
+        table.update(self._nn.table())
+        table["inplace.fuse"] = self.fuse
         if self._index != 0:
             table = {name: _on_device(fn, self._index) for name, fn in table.items()}
         return table
 
 
 def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
-    """The namespace overrides for device ``index`` (keys: :data:`OVERRIDE_NAMES`).
+    """The CuPy-bound namespace overrides for device ``index`` (keys:
+    :data:`CUPY_OVERRIDE_NAMES`; :meth:`CudaBackend.overrides` adds the ``nn`` kernels).
 
     Needs only the ``cupy`` module, not a GPU: building it touches no device.
     """
@@ -443,6 +472,53 @@ def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
     for op in (*UNARY_OPS, *BINARY_OPS):
         table[f"inplace.{op}"] = table[op] if op in table else getattr(cp, op)
     return table
+
+
+# -- nn kernels and cuDNN ----------------------------------------------------------------------------
+def cudnn_enabled() -> bool:
+    """Whether ``$ARRAYCORE_CUDNN`` leaves cuDNN on (the default, where it is installed)."""
+    value = os.environ.get(ENV_CUDNN, "").strip().lower()
+    if value in ("", "1", "on", "true", "yes"):
+        return True
+    if value in ("0", "off", "false", "no", "none"):
+        return False
+    raise ValueError(f"${ENV_CUDNN} must be 1 or 0, got {value!r}")
+
+
+@functools.cache
+def cudnn_probe() -> tuple[Any | None, str]:
+    """The ``cudnn`` module (or None) and its description, found once per process."""
+    from . import _cudnn
+
+    return _cudnn.probe()
+
+
+def nn_path() -> str:
+    """The ``nn`` kernels in use, as ``arraycore info`` reports them (never raises)."""
+    ours = "pooling, softmax, cross-entropy, im2col/col2im: arraycore-cuda kernels (NVRTC)"
+    if not overrides_enabled():
+        return f"nn kernels: arraycore's derived ones (${ENV_OVERRIDES}=none)"
+    if not cudnn_enabled():
+        return f"nn kernels: convolutions im2col + cuBLAS (cuDNN off: ${ENV_CUDNN}=0); {ours}"
+    module, description = cudnn_probe()
+    if module is None:
+        return f"nn kernels: convolutions im2col + cuBLAS ({description}); {ours}"
+    return (
+        f"nn kernels: convolutions and batch-norm through {description} (fastest plan "
+        f"chosen per shape; im2col + cuBLAS where cuDNN declines); {ours}"
+    )
+
+
+def _make_cudnn(cupy: Any, index: int) -> Any | None:
+    """A :class:`~arraycore_cuda._cudnn.Cudnn` for device ``index``, or None without cuDNN."""
+    if not overrides_enabled() or not cudnn_enabled():
+        return None
+    module, _ = cudnn_probe()
+    if module is None:
+        return None
+    from ._cudnn import Cudnn
+
+    return Cudnn(module, cupy, index)
 
 
 # -- kernels and adapters ----------------------------------------------------------------------------

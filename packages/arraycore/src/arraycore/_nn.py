@@ -721,6 +721,30 @@ def batch_norm_axes(op: str, x: Array, **per_channel: Array) -> tuple[tuple[int,
     return ((0,) if len(shape) == 2 else (0, 2, 3)), c
 
 
+def check_batch_norm(
+    xp: Namespace, x: Array, gamma: Array, beta: Array, eps: float
+) -> tuple[int, ...]:
+    """The checks of :func:`batch_norm` (shapes, dtypes, eps > 0); returns the reduced axes."""
+    op = "batch_norm"
+    axes, _ = batch_norm_axes(op, x, gamma=gamma, beta=beta)
+    check_float(op, xp.isdtype, x=x, gamma=gamma, beta=beta)
+    if float(eps) <= 0:
+        raise ValueError(f"{op}: eps must be > 0, got {eps}")
+    return axes
+
+
+def check_batch_norm_backward(
+    xp: Namespace, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+) -> tuple[int, ...]:
+    """The checks of :func:`batch_norm_backward`; returns the reduced axes."""
+    op = "batch_norm_backward"
+    axes, _ = batch_norm_axes(op, x, gamma=gamma, mean=mean, inv_std=inv_std)
+    if tuple(dy.shape) != tuple(x.shape):
+        raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
+    check_float(op, xp.isdtype, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
+    return axes
+
+
 def _per_channel(xp: Namespace, a: Array, ndim: int) -> Array:
     """A ``(C,)`` array shaped to broadcast against (N, C) or (N, C, H, W)."""
     return xp.reshape(a, (1, -1) if ndim == 2 else (1, -1, 1, 1))
@@ -735,11 +759,7 @@ def batch_norm(
     1 / sqrt(var + eps)`` with the biased (population) variance, both of shape ``(C,)``, and
     ``y = (x - mean) * inv_std * gamma + beta``. Running averages are the caller's business.
     """
-    op = "batch_norm"
-    axes, _ = batch_norm_axes(op, x, gamma=gamma, beta=beta)
-    check_float(op, xp.isdtype, x=x, gamma=gamma, beta=beta)
-    if float(eps) <= 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps}")
+    axes = check_batch_norm(xp, x, gamma, beta, eps)
     nd = len(x.shape)
     mean = xp.mean(x, axis=axes, keepdims=True)
     centred = x - mean
@@ -756,11 +776,7 @@ def batch_norm_backward(
 ) -> tuple[Array, Array, Array]:
     """Gradients ``(dx, dgamma, dbeta)`` of :func:`batch_norm` (batch statistics) given the
     ``mean`` and ``inv_std`` it returned."""
-    op = "batch_norm_backward"
-    axes, _ = batch_norm_axes(op, x, gamma=gamma, mean=mean, inv_std=inv_std)
-    if tuple(dy.shape) != tuple(x.shape):
-        raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
-    check_float(op, xp.isdtype, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
+    axes = check_batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
     nd = len(x.shape)
     count = math.prod(int(x.shape[a]) for a in axes)
     inv = _per_channel(xp, inv_std, nd)

@@ -1,0 +1,295 @@
+"""The CUDA backend's kernel source, checked without an NVIDIA GPU.
+
+Two checks, each on real hardware and software, neither standing in for a GPU:
+
+- NVRTC (the compiler CuPy uses) compiles the CUDA build of every kernel for Turing and Hopper.
+  It needs ``libnvrtc`` (the ``nvidia-cuda-nvrtc-cu12`` wheel of the test extra), not a driver.
+- The OpenCL build of the *same kernel bodies* runs on whatever OpenCL device is present (PoCL
+  in CI) and must agree with arraycore's NumPy reference: convolution through im2col/col2im,
+  max and average pooling forward and backward, softmax / log-softmax rows and the fused
+  cross-entropy, on asymmetric padding, strides, dilation, NaN and -inf.
+
+What only a GPU can show (the CuPy launches, cuDNN, speed) is in ``test_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arraycore
+from arraycore import _nn
+from arraycore_cuda._kernels import DTYPES, KERNELS, geometry, source
+
+XP = arraycore.namespace("numpy")
+
+
+# -- NVRTC ------------------------------------------------------------------------------------------
+def _find_nvrtc() -> str | None:
+    """libnvrtc from the nvidia-cuda-nvrtc wheel (as CuPy's ctk extra installs it) or the system."""
+    spec = importlib.util.find_spec("nvidia")
+    for root in spec.submodule_search_locations or [] if spec else []:
+        for lib in sorted(Path(root).glob("cuda_nvrtc/lib/libnvrtc.so*")):
+            if "alt" not in lib.name and "builtins" not in lib.name:
+                return str(lib)
+    return ctypes.util.find_library("nvrtc")
+
+
+@pytest.fixture(scope="module")
+def nvrtc() -> Any:
+    path = _find_nvrtc()
+    if path is None:
+        pytest.skip("libnvrtc not found: pip install nvidia-cuda-nvrtc-cu12 (the test extra)")
+    return ctypes.CDLL(path)
+
+
+def _compile(lib: Any, code: str, arch: str) -> tuple[int, str]:
+    """NVRTC's result code and log for ``code`` compiled for virtual architecture ``arch``."""
+    prog = ctypes.c_void_p()
+    assert lib.nvrtcCreateProgram(ctypes.byref(prog), code.encode(), b"k.cu", 0, None, None) == 0
+    try:
+        options = (ctypes.c_char_p * 2)(f"--gpu-architecture={arch}".encode(), b"-std=c++14")
+        result = lib.nvrtcCompileProgram(prog, 2, options)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        return int(result), log.value.decode(errors="replace")
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+@pytest.mark.parametrize("arch", ["compute_75", "compute_90"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_nvrtc_compiles_every_kernel(nvrtc: Any, dtype: str, arch: str) -> None:
+    result, log = _compile(nvrtc, source(dtype, "cuda"), arch)
+    assert result == 0, log
+    assert "warning" not in log.lower(), log
+
+
+def test_nvrtc_reports_a_broken_kernel(nvrtc: Any) -> None:
+    """The check above can fail: a kernel with a type error does not compile."""
+    result, log = _compile(
+        nvrtc, source("float32", "cuda") + "\nKERNEL void bad() { T x = y; }", "compute_75"
+    )
+    assert result != 0 and "identifier" in log
+
+
+# -- the OpenCL build on a real OpenCL device -------------------------------------------------------
+class OpenCLRunner:
+    """Builds :func:`source` as OpenCL C and runs its kernels on host arrays."""
+
+    def __init__(self, cl: Any, ctx: Any) -> None:
+        self.cl, self.ctx = cl, ctx
+        self.queue = cl.CommandQueue(ctx)
+        self.kernels: dict[tuple[str, str], Any] = {}
+
+    def kernel(self, dtype: str, name: str) -> Any:
+        if (dtype, name) not in self.kernels:
+            program = self.cl.Program(self.ctx, source(dtype, "opencl")).build()
+            for kernel in KERNELS:
+                self.kernels[dtype, kernel] = self.cl.Kernel(program, kernel)
+        return self.kernels[dtype, name]
+
+    def call(self, dtype: str, name: str, threads: int, *args: Any) -> list[np.ndarray]:
+        """Launch ``threads`` work items; array arguments are copied in and read back after."""
+        cl, flags = self.cl, self.cl.mem_flags
+        values, arrays = [], []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                data = np.ascontiguousarray(a)
+                buf = cl.Buffer(self.ctx, flags.READ_WRITE, max(data.nbytes, 1))
+                if data.nbytes:
+                    cl.enqueue_copy(self.queue, buf, data)
+                values.append(buf)
+                arrays.append((buf, data))
+            else:
+                values.append(a)
+        if threads:
+            self.kernel(dtype, name)(self.queue, (threads,), None, *values)
+        for buf, data in arrays:
+            if data.nbytes:
+                cl.enqueue_copy(self.queue, data, buf)
+        self.queue.finish()
+        return [data for _, data in arrays]
+
+    def run(self, name: str, n: int, out_shape: tuple[int, ...], dtype: str, *args: Any) -> Any:
+        """An element kernel ``(n, out, inputs..., scalars...)`` over ``n`` outputs."""
+        out = np.zeros(out_shape, dtype=dtype)
+        return self.call(dtype, name, n, np.int64(n), out, *args)[0]
+
+    def rows(self, name: str, rows: int, dtype: str, *args: Any) -> list[np.ndarray]:
+        """A row kernel (one work item per row; it takes ``rows`` itself)."""
+        return self.call(dtype, name, rows, *args)
+
+
+@pytest.fixture(scope="module")
+def ocl() -> OpenCLRunner:
+    cl = pytest.importorskip("pyopencl", reason="pyopencl is not installed (the test extra)")
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error as exc:
+        pytest.skip(f"no OpenCL platform to run the OpenCL build of the kernels on: {exc}")
+    devices = [d for p in platforms for d in p.get_devices()]
+    if not devices:
+        pytest.skip("no OpenCL device to run the OpenCL build of the kernels on")
+    return OpenCLRunner(cl, cl.Context([devices[0]]))
+
+
+def _needs(ocl: OpenCLRunner, dtype: str) -> None:
+    if dtype == "float64" and "cl_khr_fp64" not in ocl.ctx.devices[0].extensions:
+        pytest.skip(f"OpenCL device {ocl.ctx.devices[0].name} has no float64")
+
+
+def _random(seed: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+def _close(got: np.ndarray, want: Any, dtype: str, terms: int = 1) -> None:
+    eps = float(np.finfo(dtype).eps)
+    np.testing.assert_allclose(
+        got, np.asarray(want), rtol=8 * eps * terms, atol=8 * eps * terms, equal_nan=True
+    )
+
+
+CONV_CASES = [
+    # x_shape, w_shape, stride, padding, dilation
+    ((2, 3, 7, 6), (4, 3, 3, 3), 1, 0, 1),
+    ((1, 2, 9, 8), (3, 2, 3, 2), (2, 3), ((1, 2), (0, 1)), 1),
+    ((3, 1, 10, 9), (2, 1, 3, 3), 2, 1, (2, 1)),
+    ((2, 4, 5, 5), (1, 4, 1, 1), 3, 0, 1),
+    ((0, 2, 5, 5), (3, 2, 3, 3), 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", CONV_CASES, ids=str)
+def test_im2col_col2im_convolutions(ocl: OpenCLRunner, dtype: str, case: Any) -> None:
+    """conv2d = W @ im2col(x), backward data = col2im(W^T @ dy), backward filter = dy @
+    im2col(x)^T and the transposed convolution, as the backend composes them with cuBLAS."""
+    _needs(ocl, dtype)
+    x_shape, w_shape, stride, padding, dilation = case
+    x, w = _random(1, x_shape, dtype), _random(2, w_shape, dtype)
+    win = _nn.conv_window("conv2d", x_shape, w_shape, stride, padding, dilation)
+    rows, cols = win.c * win.kh * win.kw, win.n * win.out_h * win.out_w
+    im = ocl.run("im2col", rows * cols, (rows, cols), dtype, x, *geometry(win))
+    o = w_shape[0]
+    y = (w.reshape(o, -1) @ im).reshape(o, win.n, win.out_h, win.out_w).transpose(1, 0, 2, 3)
+    kwargs = {"stride": stride, "padding": padding, "dilation": dilation}
+    _close(y, XP.nn.conv2d(x, w, **kwargs), dtype, rows)
+    dy = _random(3, y.shape, dtype)
+    dy_cf = dy.transpose(1, 0, 2, 3).reshape(o, -1)
+    dcols = w.reshape(o, -1).T @ dy_cf
+    dx = ocl.run("col2im", int(np.prod(x_shape)), x_shape, dtype, dcols, *geometry(win))
+    _close(dx, XP.nn.conv2d_backward_data(dy, w, x_shape, **kwargs), dtype, rows)
+    dw = (dy_cf @ im.T).reshape(w_shape)
+    _close(dw, XP.nn.conv2d_backward_filter(x, dy, w_shape, **kwargs), dtype, max(cols, 1))
+    # the transposed convolution of dy with w is the backward-data pass
+    twin = _nn.conv_transpose_window("conv2d_transpose", dy.shape, w_shape, stride, padding,
+                                     dilation, 0)  # fmt: skip
+    if (twin.h, twin.w) == x_shape[2:]:
+        t = ocl.run("col2im", int(np.prod(x_shape)), x_shape, dtype, dcols, *geometry(twin))
+        _close(t, XP.nn.conv2d_transpose(dy, w, **kwargs), dtype, rows)
+
+
+POOL_CASES = [
+    # x_shape, kernel, stride, padding
+    ((2, 3, 6, 6), 2, None, 0),
+    ((1, 2, 7, 5), (3, 2), (2, 1), ((1, 1), (0, 1))),
+    ((2, 1, 5, 7), 3, 1, 1),
+    ((1, 1, 4, 4), (1, 3), (3, 1), ((0, 0), (2, 1))),
+]
+
+
+def _pool_input(seed: int, shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    """Random values with ties, -inf and one NaN: what max pooling must get exactly right."""
+    x = np.round(_random(seed, shape, dtype) * 2) / 2  # ties
+    flat = x.reshape(-1)
+    flat[:: max(len(flat) // 5, 1)] = -np.inf
+    if len(flat) > 7:
+        flat[7] = np.nan
+    return x
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", POOL_CASES, ids=str)
+def test_pooling_kernels(ocl: OpenCLRunner, dtype: str, case: Any) -> None:
+    _needs(ocl, dtype)
+    x_shape, kernel, stride, padding = case
+    x = _pool_input(4, x_shape, dtype)
+    win = _nn.pool_window("max_pool2d", x_shape, kernel, stride, padding)
+    out_shape = (win.n, win.c, win.out_h, win.out_w)
+    n_out, n_in = int(np.prod(out_shape)), int(np.prod(x_shape))
+    y = ocl.run("max_pool", n_out, out_shape, dtype, x, *geometry(win))
+    want = XP.nn.max_pool2d(x, kernel, stride, padding)
+    np.testing.assert_array_equal(y, want)  # a maximum is exact
+    dy = _random(5, out_shape, dtype)
+    dx = ocl.run("max_pool_backward", n_in, x_shape, dtype, x, dy, *geometry(win))
+    _close(dx, XP.nn.max_pool2d_backward(dy, x, kernel, stride, padding), dtype, win.kh * win.kw)
+    finite = np.nan_to_num(x, nan=0.0, neginf=-3.0)
+    for include in (True, False):
+        flag = np.int32(include)
+        y = ocl.run("avg_pool", n_out, out_shape, dtype, finite, *geometry(win), flag)
+        want = XP.nn.avg_pool2d(finite, kernel, stride, padding, include)
+        _close(y, want, dtype, win.kh * win.kw)
+        dx = ocl.run("avg_pool_backward", n_in, x_shape, dtype, dy, *geometry(win), flag)
+        want = XP.nn.avg_pool2d_backward(dy, x_shape, kernel, stride, padding, include)
+        _close(dx, want, dtype, win.kh * win.kw)
+
+
+def _rows_input(dtype: str) -> np.ndarray:
+    inf = np.inf
+    big = 3e38 if dtype == "float32" else 1e308
+    x = _random(6, (9, 7), dtype) * 10
+    x[1] = [1e4, 0.0, -inf, -1e4, 1.0, 2.0, 3.0]
+    x[2] = -inf
+    x[3, 2] = inf
+    x[4, 5] = np.nan
+    x[5, 0] = big
+    x[6] -= 1e4
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_rows(ocl: OpenCLRunner, dtype: str) -> None:
+    _needs(ocl, dtype)
+    x = _rows_input(dtype)
+    rows, cols = x.shape
+    for mode, ref in ((0, XP.nn.softmax), (1, XP.nn.log_softmax)):
+        out = np.empty_like(x)
+        (got, _) = ocl.rows(
+            "softmax_rows", rows, dtype, np.int64(rows), np.int64(cols), out, x, np.int32(mode)
+        )
+        _close(got, ref(x, axis=-1), dtype, 4 * cols)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_cross_entropy_rows(ocl: OpenCLRunner, dtype: str) -> None:
+    _needs(ocl, dtype)
+    x = _rows_input(dtype)
+    rows, cols = x.shape
+    labels = np.array([0, 3, 1, 2, 6, 0, 4, -1, 7], dtype=np.int64)  # -1 and 7: out of range
+    scale = 1.0 / rows
+    dlogits, row_loss = np.empty_like(x), np.empty((rows,), dtype=dtype)
+    (got_d, got_rows, *_) = ocl.rows(
+        "softmax_xent_rows", rows, dtype, np.int64(rows), np.int64(cols), dlogits, row_loss, x,
+        labels, np.dtype(dtype).type(scale),
+    )  # fmt: skip
+    want_loss, want_d = XP.nn.softmax_cross_entropy(x, labels, scale)
+    _close(got_d, want_d, dtype, 4 * cols)
+    _close(np.sum(got_rows), want_loss, dtype, 4 * cols * rows)
+    # rows with a label out of range add nothing, even when degenerate
+    assert got_rows[7] == 0 and got_rows[8] == 0
+
+
+def test_every_kernel_is_exercised() -> None:
+    """The kernels this file runs are all of them (a new kernel needs a test here)."""
+    tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
+    tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows"}
+    assert tested == set(KERNELS)
