@@ -36,6 +36,14 @@ BUILD = "build==1.6.1"
 CONFORMANCE_EXTRAS: dict[str, tuple[str, ...]] = {"arraycore-cuda": ("cuda12",)}
 
 
+# Installed with --no-deps beside a package's test extra. nvidia-cudnn-frontend imports without
+# its dependencies (about 490 MB of CUTLASS DSL wheels, used only when kernels run on a GPU), so
+# the CUDA backend's cuDNN API checks run in CI without them.
+NO_DEPS_TEST_INSTALLS: dict[str, tuple[str, ...]] = {
+    "arraycore-cuda": ("nvidia-cudnn-frontend==1.32.0",),
+}
+
+
 @dataclass(frozen=True)
 class Distribution:
     """One distribution of the repo, as its pyproject.toml declares it."""
@@ -153,6 +161,8 @@ def tests(session: nox.Session, package: str) -> None:
     fixtures = [arg for fixture in FIXTURES[package] for arg in fixture.requirement()]
     core = [] if dist is CORE else CORE.requirement("test")
     session.install(*core, *dist.requirement("test"), *fixtures)
+    if package in NO_DEPS_TEST_INSTALLS:
+        session.install("--no-deps", *NO_DEPS_TEST_INSTALLS[package])
     session.run("pytest", f"{dist.relpath}/tests", *session.posargs)
 
 

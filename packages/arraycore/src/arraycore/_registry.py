@@ -169,9 +169,10 @@ def namespace(backend: str | None = None, device: str | int | None = None) -> Na
         except DeviceNotFound as exc:
             raise BackendUnavailableError(str(exc)) from exc
         except BackendUnavailable as exc:
+            hint = install_hint(backend)
+            advice = "" if hint in str(exc) else f". Install what it needs with: {hint}"
             raise BackendUnavailableError(
-                f"backend {backend!r} is installed but cannot run here: {exc}. "
-                f"Install what it needs with: {install_hint(backend)}"
+                f"backend {backend!r} is installed but cannot run here: {exc}{advice}"
             ) from exc
         except Exception as exc:
             raise BackendUnavailableError(
