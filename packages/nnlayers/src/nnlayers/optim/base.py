@@ -265,11 +265,12 @@ class Optimizer:
         kernels: dict[tuple[int, str], tuple[Any, Callable[..., Any]]] | None
         kernels = self.__dict__.get("_kernels")
         if kernels is None:
-            kernels = self._kernels = {}
+            kernels = {}
+            self.__dict__["_kernels"] = kernels
         found = kernels.get((id(xp), name))
         if found is not None and found[0] is xp:
             return found[1]
-        fn = xp.inplace.fuse(make(xp))
+        fn: Callable[..., Any] = xp.inplace.fuse(make(xp))
         kernels[(id(xp), name)] = (xp, fn)
         return fn
 
