@@ -201,79 +201,46 @@ class Cudnn:
     # -- public ops ---------------------------------------------------------------------------
     def conv2d(self, x: Any, w: Any, win: Any) -> Any:
         """Cross-correlation of NCHW ``x`` with (O, C, KH, KW) ``w``: (N, O, out_h, out_w)."""
-        dt = self._dtype_name(x, w)
-        if dt is None:
-            return None
-        x_shape = (win.n, win.c, win.h, win.w)
-        w_shape = (int(w.shape[0]), win.c, win.kh, win.kw)
-        y_shape = (win.n, w_shape[0], win.out_h, win.out_w)
-        if tuple(x.shape) != x_shape or tuple(w.shape) != w_shape:
-            return None
-        key = ("conv2d", dt, x_shape, w_shape, *self._geometry(win))
-        plan = self._plan(
-            key, lambda g: self._conv_graph(g, "fprop", win, x_shape, w_shape, y_shape, dt)
-        )
-        if plan is None:
-            return None
-        cp = self._cp
-        with cp.cuda.Device(self._device):
-            y = cp.empty(y_shape, dtype=x.dtype)
-            ok = self._run(
-                plan, {"x": cp.ascontiguousarray(x), "w": cp.ascontiguousarray(w), "y": y}
-            )
-        return y if ok else None
+        return self._conv("fprop", win, int(w.shape[0]), {"x": x, "w": w}, "y")
 
     def conv2d_backward_data(self, dy: Any, w: Any, win: Any) -> Any:
         """Gradient w.r.t. x of :meth:`conv2d`: shape (win.n, win.c, win.h, win.w)."""
-        dt = self._dtype_name(dy, w)
-        if dt is None:
-            return None
-        x_shape = (win.n, win.c, win.h, win.w)
-        w_shape = (int(w.shape[0]), win.c, win.kh, win.kw)
-        y_shape = (win.n, w_shape[0], win.out_h, win.out_w)
-        if tuple(dy.shape) != y_shape or tuple(w.shape) != w_shape:
-            return None
-        key = ("conv2d_backward_data", dt, x_shape, w_shape, *self._geometry(win))
-        plan = self._plan(
-            key, lambda g: self._conv_graph(g, "dgrad", win, x_shape, w_shape, y_shape, dt)
-        )
-        if plan is None:
-            return None
-        cp = self._cp
-        with cp.cuda.Device(self._device):
-            dx = cp.empty(x_shape, dtype=dy.dtype)
-            ok = self._run(
-                plan, {"y": cp.ascontiguousarray(dy), "w": cp.ascontiguousarray(w), "x": dx}
-            )
-        return dx if ok else None
+        return self._conv("dgrad", win, int(w.shape[0]), {"y": dy, "w": w}, "x")
 
     def conv2d_backward_filter(self, x: Any, dy: Any, win: Any, w_shape: Any) -> Any:
         """Gradient w.r.t. w of :meth:`conv2d`: shape ``w_shape``."""
-        dt = self._dtype_name(x, dy)
+        return self._conv("wgrad", win, int(w_shape[0]), {"x": x, "y": dy}, "w")
+
+    def _conv(
+        self, kind: str, win: Any, out_channels: int, given: dict[str, Any], want: str
+    ) -> Any:
+        """One convolution pass: ``given`` holds two of the roles ``x`` (image), ``w`` (weights)
+        and ``y`` (output or its gradient); the third, ``want``, is computed and returned."""
+        dt = self._dtype_name(*given.values())
         if dt is None:
             return None
-        x_shape = (win.n, win.c, win.h, win.w)
-        ws = tuple(int(s) for s in w_shape)
-        y_shape = (win.n, ws[0], win.out_h, win.out_w)
-        if (
-            tuple(x.shape) != x_shape
-            or tuple(dy.shape) != y_shape
-            or ws[1:] != (win.c, win.kh, win.kw)
-        ):
+        shapes = {
+            "x": (win.n, win.c, win.h, win.w),
+            "w": (out_channels, win.c, win.kh, win.kw),
+            "y": (win.n, out_channels, win.out_h, win.out_w),
+        }
+        if any(tuple(a.shape) != shapes[role] for role, a in given.items()):
             return None
-        key = ("conv2d_backward_filter", dt, x_shape, ws, *self._geometry(win))
+        key = (f"conv2d_{kind}", dt, shapes["x"], shapes["w"], *self._geometry(win))
         plan = self._plan(
-            key, lambda g: self._conv_graph(g, "wgrad", win, x_shape, ws, y_shape, dt)
+            key,
+            lambda g: self._conv_graph(g, kind, win, shapes["x"], shapes["w"], shapes["y"], dt),
         )
         if plan is None:
             return None
         cp = self._cp
+        dtype = next(iter(given.values())).dtype
         with cp.cuda.Device(self._device):
-            dw = cp.empty(ws, dtype=x.dtype)
-            ok = self._run(
-                plan, {"x": cp.ascontiguousarray(x), "y": cp.ascontiguousarray(dy), "w": dw}
-            )
-        return dw if ok else None
+            out = cp.empty(shapes[want], dtype=dtype)
+            arrays = {role: cp.ascontiguousarray(a) for role, a in given.items()}
+            arrays[want] = out
+            ok = self._run(plan, arrays)
+        return out if ok else None
 
     def batch_norm(self, x: Any, gamma: Any, beta: Any, eps: float) -> tuple[Any, Any, Any] | None:
         """Training-mode batch norm of (N, C) or (N, C, H, W) ``x``: ``(y, mean, inv_std)``."""
