@@ -25,7 +25,7 @@ import pytest
 
 import arraycore
 from arraycore import _nn
-from arraycore_cuda._kernels import DTYPES, KERNELS, geometry, source
+from arraycore_cuda._kernels import DTYPES, KERNELS, NVRTC_OPTIONS, geometry, source
 
 XP = arraycore.namespace("numpy")
 
@@ -54,8 +54,10 @@ def _compile(lib: Any, code: str, arch: str) -> tuple[int, str]:
     prog = ctypes.c_void_p()
     assert lib.nvrtcCreateProgram(ctypes.byref(prog), code.encode(), b"k.cu", 0, None, None) == 0
     try:
-        options = (ctypes.c_char_p * 2)(f"--gpu-architecture={arch}".encode(), b"-std=c++14")
-        result = lib.nvrtcCompileProgram(prog, 2, options)
+        # what cupy.RawModule passes: our options, -ftz=true and the device's architecture
+        flags = [*NVRTC_OPTIONS, "-ftz=true", f"--gpu-architecture={arch}"]
+        options = (ctypes.c_char_p * len(flags))(*(f.encode() for f in flags))
+        result = lib.nvrtcCompileProgram(prog, len(flags), options)
         size = ctypes.c_size_t()
         lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
         log = ctypes.create_string_buffer(size.value)

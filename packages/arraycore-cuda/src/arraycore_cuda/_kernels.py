@@ -38,6 +38,10 @@ DTYPES = ("float32", "float64")
 #: Threads per block of every launch.
 BLOCK = 256
 
+#: Options for NVRTC (CuPy adds ``-ftz=true`` and the architecture of the device itself). The
+#: source is plain C in C++ clothing, so no language standard is asked for.
+NVRTC_OPTIONS: tuple[str, ...] = ()
+
 _CUDA_PRELUDE = """
 #define KERNEL extern "C" __global__
 #define GLOBAL
@@ -363,7 +367,7 @@ class CudaKernels:
         key = (np.dtype(dtype).name, name)
         fn = self._functions.get(key)
         if fn is None:
-            module = self._cp.RawModule(code=source(key[0], "cuda"), options=("-std=c++14",))
+            module = self._cp.RawModule(code=source(key[0], "cuda"), options=NVRTC_OPTIONS)
             for kernel in KERNELS:
                 self._functions[(key[0], kernel)] = module.get_function(kernel)
             fn = self._functions[key]
