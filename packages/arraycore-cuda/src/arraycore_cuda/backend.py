@@ -420,16 +420,19 @@ class CudaBackend(Backend):
         ``used_bytes``: held by live arrays. ``pool_bytes``: held by the pool (live arrays plus
         cached free blocks). The pool keeps freed blocks, so ``pool_bytes`` is the high-water
         mark of array memory since the last :meth:`reset_memory_stats` (an upper bound on the
-        peak of ``used_bytes``, by block rounding). ``device_free_bytes`` and
-        ``device_total_bytes``: what the driver reports for the whole device.
+        peak of ``used_bytes``, by block rounding); ``peak_bytes`` is that figure, under the
+        protocol's name. ``device_free_bytes`` and ``device_total_bytes``: what the driver
+        reports for the whole device. No call here waits for the GPU.
         """
         cp = self._cp
         with cp.cuda.Device(self._index):
             pool = cp.get_default_memory_pool()
             free, total = cp.cuda.runtime.memGetInfo()
+            held = int(pool.total_bytes())
             return {
                 "used_bytes": int(pool.used_bytes()),
-                "pool_bytes": int(pool.total_bytes()),
+                "peak_bytes": held,
+                "pool_bytes": held,
                 "device_free_bytes": int(free),
                 "device_total_bytes": int(total),
             }

@@ -416,6 +416,22 @@ class NamespaceInfo:
         """All devices of the backend."""
         return [d.id for d in self._xp._backend.devices()]
 
+    # -- outside the standard ---------------------------------------------------------------
+    def memory_stats(self) -> dict[str, int] | None:
+        """This device's memory in bytes (``used_bytes``, ``peak_bytes`` since the last
+        :meth:`reset_memory_stats`, and whatever else the backend reports), or None where the
+        backend does not track device memory (NumPy: host memory is the interpreter's).
+
+        >>> import arraycore
+        >>> print(arraycore.namespace("numpy").__array_namespace_info__().memory_stats())
+        None
+        """
+        return self._xp._backend.memory_stats()
+
+    def reset_memory_stats(self) -> None:
+        """Start a new peak for :meth:`memory_stats`."""
+        self._xp._backend.reset_memory_stats()
+
 
 _UNARY_NAMES = frozenset(
     {

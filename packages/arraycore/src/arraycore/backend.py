@@ -282,6 +282,18 @@ class Backend(ABC):
         """
         return {}
 
+    def memory_stats(self) -> dict[str, int] | None:
+        """Device memory in bytes, or None where the backend does not track it (the default).
+
+        A backend that pools device memory returns at least ``used_bytes`` (held by live arrays)
+        and ``peak_bytes`` (the most it has held since the last :meth:`reset_memory_stats`);
+        more keys are welcome. Reading them must not wait for the device.
+        """
+        return None
+
+    def reset_memory_stats(self) -> None:
+        """Start a new peak for :meth:`memory_stats` (a no-op where nothing is tracked)."""
+
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
     """Normalise an ``axis`` argument to a sorted tuple of non-negative ints, or raise."""

@@ -36,8 +36,9 @@ def test_fit_records_history_with_validation() -> None:
         progress=False,
     )  # fmt: skip
     assert model.history is history and model.epoch == 5 and history.epochs == [1, 2, 3, 4, 5]
+    memory = ["peak_device_mb"] if model.xp.__array_namespace_info__().memory_stats() else []
     assert history.keys() == [
-        "loss", "accuracy", "time", "examples_per_second", "val_loss", "val_accuracy",
+        "loss", "accuracy", "time", "examples_per_second", *memory, "val_loss", "val_accuracy",
     ]  # fmt: skip
     assert history["loss"][-1] < history["loss"][0]
     assert history.last["val_accuracy"] > 0.9
@@ -131,3 +132,26 @@ def test_fit_with_a_feed_shows_its_size_and_sets_its_epoch(capsys) -> None:
     err = capsys.readouterr().err
     assert "100/100" in err and "epoch 3/3" in err and "val_accuracy=" in err
     assert feed.epoch == 4 and history.last["accuracy"] > 0.8
+
+
+def test_fit_reports_peak_device_memory_where_the_backend_tracks_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A backend that reports device memory (CUDA: CuPy's pool) gets ``peak_device_mb`` in
+    the epoch's logs and line; one that does not (NumPy) gets nothing."""
+    x, y = _blobs()
+    model = _classifier()
+    info = model.xp.__array_namespace_info__()
+    if info.memory_stats() is None:
+        fit(model, _batches(x, y), epochs=1, optimizer=SGD(0.1), progress=False)
+        assert "peak_device_mb" not in model.history.last
+        # what a tracking backend's hook returns (a backend method, not a device, is replaced)
+        monkeypatch.setattr(
+            type(model.xp._backend),
+            "memory_stats",
+            lambda self: {"used_bytes": 1, "peak_bytes": 3 << 20},
+        )
+    fit(model, _batches(x, y), epochs=model.epoch + 1, optimizer=SGD(0.1), progress=True)
+    peak = model.history.last["peak_device_mb"]
+    captured = capsys.readouterr()
+    assert peak > 0 and f"peak_device_mb={peak:.4g}" in captured.err + captured.out

@@ -245,7 +245,7 @@ class PlotCurves(Callback):
 
 
 def _bookkeeping(name: str) -> bool:
-    return name in ("time", "examples_per_second") or name.startswith("val_")
+    return name in ("time", "examples_per_second", "peak_device_mb") or name.startswith("val_")
 
 
 __all__ = ["Callback", "CallbackList", "Checkpoint", "EarlyStopping", "PlotCurves"]

@@ -119,6 +119,10 @@ def _run_epoch(
         seconds = time.perf_counter() - start
         logs["time"] = seconds
         logs["examples_per_second"] = means.count / seconds if seconds > 0 else float("nan")
+        memory = model.xp.__array_namespace_info__().memory_stats()
+        if memory is not None and "peak_bytes" in memory:
+            # the backend's high-water mark of device memory (CUDA: CuPy's pool) so far
+            logs["peak_device_mb"] = memory["peak_bytes"] / 2**20
         if validation is not None:
             scores = (
                 model.evaluate(*validation)

@@ -93,3 +93,24 @@ def test_declared_dtypes_work(xp: Any) -> None:
         x = xp.ones((2, 2), dtype=dtype)
         assert x.dtype == dtype, name
         assert_close(xp.to_numpy(xp.add(x, x)), np.ones((2, 2), dtype) + np.ones((2, 2), dtype))
+
+
+def test_memory_stats(xp: Any) -> None:
+    """``memory_stats()`` is None (not tracked) or byte counts: ``used_bytes`` grows while an
+    array is alive, ``peak_bytes`` never falls below it."""
+    info = xp.__array_namespace_info__()
+    before = info.memory_stats()
+    if before is None:
+        info.reset_memory_stats()  # a no-op that must not fail
+        pytest.skip(f"backend {getattr(xp, 'name', xp)!r} does not track device memory")
+    assert all(isinstance(v, int) and v >= 0 for v in before.values()), before
+    size = 8 << 20
+    big = xp.ones((size // 4,), dtype=xp.float32)
+    during = info.memory_stats()
+    assert during is not None
+    assert during["used_bytes"] >= before["used_bytes"] + size // 2, (before, during)
+    assert during["peak_bytes"] >= during["used_bytes"]
+    del big
+    info.reset_memory_stats()
+    after = info.memory_stats()
+    assert after is not None and after["peak_bytes"] >= after["used_bytes"]
