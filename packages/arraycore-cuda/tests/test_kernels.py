@@ -1,4 +1,4 @@
-"""The CUDA backend's kernel source, checked without an NVIDIA GPU.
+"""The CUDA backend's kernel source (arraycore.device_kernels), checked without an NVIDIA GPU.
 
 Two checks, each on real hardware and software, neither standing in for a GPU:
 
@@ -78,7 +78,9 @@ def test_nvrtc_compiles_every_kernel(nvrtc: Any, dtype: str, arch: str) -> None:
 def test_nvrtc_reports_a_broken_kernel(nvrtc: Any) -> None:
     """The check above can fail: a kernel with a type error does not compile."""
     result, log = _compile(
-        nvrtc, source("float32", "cuda") + "\nKERNEL void bad() { T x = y; }", "compute_75"
+        nvrtc,
+        source("float32", "cuda") + '\nextern "C" __global__ void bad() { float x = y; }',
+        "compute_75",
     )
     assert result != 0 and "identifier" in log
 

@@ -4,9 +4,9 @@ Convolutions: cuDNN graphs (:mod:`arraycore_cuda._cudnn`) when nvidia-cudnn-fron
 cuDNN runtime are installed; otherwise, or for a case cuDNN declines, one ``im2col``/``col2im``
 kernel launch (:mod:`arraycore_cuda._kernels`) and one cuBLAS GEMM for the whole batch. Batch
 normalisation: cuDNN, else arraycore's derived version (CuPy reductions). Pooling, softmax /
-log-softmax over the last axis and the fused softmax cross-entropy are this package's kernels.
-float16 (no kernels of ours) and anything else outside them run arraycore's derived versions,
-which call CuPy.
+log-softmax over the last axis and the fused softmax cross-entropy are arraycore's shared
+kernels (``arraycore.device_kernels``) built for CUDA. float16 (no shared kernels) and anything
+else outside them run arraycore's derived versions, which call CuPy.
 
 Argument checking is arraycore's own (``arraycore._nn``), so errors read as on every backend.
 Nothing here synchronises with the host.
@@ -48,7 +48,7 @@ NN_OVERRIDES = (
 
 
 def _ours(x: Array) -> bool:
-    """Whether this package's kernels exist for ``x``'s dtype."""
+    """Whether the shared kernels (arraycore.device_kernels) exist for ``x``'s dtype."""
     return bool(x.dtype.name in DTYPES)
 
 

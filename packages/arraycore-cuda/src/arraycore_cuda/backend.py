@@ -6,9 +6,9 @@ own functions where their signature and semantics are meant to be the Array API 
 14 follows NumPy 2), so ``xp.add`` costs what ``cupy.add`` costs; everything else, including the
 ``nn`` kernels (im2col + matmul, i.e. cuBLAS), is arraycore's derived code running on these
 primitives. The ``nn`` kernels are overridden by :mod:`arraycore_cuda._nn_cuda`: cuDNN graphs for
-convolutions and batch-norm when nvidia-cudnn-frontend and a cuDNN runtime are installed, this
-package's own CUDA kernels for im2col/col2im, pooling and the softmax family, and cuBLAS GEMMs.
-``xp.inplace.fuse`` is ``cupy.fuse``.
+convolutions and batch-norm when nvidia-cudnn-frontend and a cuDNN runtime are installed,
+arraycore's shared kernels (``arraycore.device_kernels``, compiled by NVRTC) for im2col/col2im,
+pooling and the softmax family, and cuBLAS GEMMs. ``xp.inplace.fuse`` is ``cupy.fuse``.
 
 Nothing here imports CuPy at module import time: the class must load, and ``arraycore info``
 must explain what is missing, on machines without CuPy, without a driver or without a GPU.

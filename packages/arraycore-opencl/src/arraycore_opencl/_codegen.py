@@ -633,7 +633,15 @@ __kernel void max_pool_backward(const long n, __global const long* g, __global {
 """
 
 
+def shared_program(dt: str, all_dtypes: list[str]) -> str:
+    """arraycore's shared nn kernels (:mod:`arraycore.device_kernels`), the OpenCL build."""
+    from arraycore import device_kernels
+
+    return device_kernels.source(dt, "opencl")
+
+
 FAMILIES = {
+    "dk": shared_program,
     "ew": elementwise_program,
     "cast": cast_program,
     "red": reduce_program,

@@ -25,7 +25,14 @@ LOCAL_SIZE = 128
 ENV_NO_FP64 = "ARRAYCORE_OPENCL_NO_FP64"
 
 
-_SCALARS = {"long": np.int64, "int": np.int32, "uint": np.uint32, "ulong": np.uint64}
+_SCALARS = {
+    "long": np.int64,
+    "int": np.int32,
+    "uint": np.uint32,
+    "ulong": np.uint64,
+    "float": np.float32,
+    "double": np.float64,
+}
 _KERNEL = re.compile(r"__kernel\s+void\s+(\w+)\s*\(([^)]*)\)")
 
 

@@ -1,0 +1,356 @@
+"""C sources of the ``nn`` kernels for device backends: CUDA (NVRTC) and OpenCL.
+
+The kernels are written once, in C with a few placeholder words that :func:`source` replaces
+for the target: ``KERNEL`` (``extern "C" __global__`` / ``__kernel``), ``GLOBAL`` (nothing /
+``__global``), ``FUNC`` (a device helper), ``GID`` (the thread's global index), ``i64`` (a
+64-bit integer), ``T`` (the element type), ``GEOM`` (the window geometry parameters), plus the
+macros ``EXP``, ``LOG``, ``NEG_INF`` and ``NAN_T`` of the dtype's prelude. What comes out is plain
+CUDA C++ or plain OpenCL C, with concrete types in every kernel signature.
+
+arraycore-cuda builds them with NVRTC (through ``cupy.RawModule``); arraycore-opencl builds the
+OpenCL version for the kernels it has no strided version of (average pooling, the softmax family,
+the fused cross-entropy), so the same bodies run in the conformance kit and the nnlayers suite on
+any OpenCL device, PoCL in CI. A third-party GPU backend may use them too.
+
+Every kernel reads and writes C-contiguous arrays starting at their buffer's first element and
+takes its geometry as scalar arguments (no host-to-device copy, no synchronisation to launch).
+One work item computes one output element (one row for the softmax family), summing in the same
+order as arraycore's reference where it sums, and a kernel over ``n`` elements ignores work items
+``>= n`` (launches may round up). Kernels and the arguments they take, after ``GEOM`` is expanded
+(``GEOM`` = ``N, C, H, W, KH, KW, OH, OW, SH, SW, DH, DW, TOP, LEFT``, see :func:`geometry`):
+
+- ``im2col(n, out, x, GEOM)``, ``col2im(n, out, cols, GEOM)``: columns ``(C*KH*KW, N*OH*OW)``;
+- ``max_pool(n, out, x, GEOM)``, ``max_pool_backward(n, out, x, dy, GEOM)``;
+- ``avg_pool(n, out, x, GEOM, include_pad)``, ``avg_pool_backward(n, out, dy, GEOM, include_pad)``;
+- ``softmax_rows(rows, cols, out, x, log_mode)``;
+- ``softmax_xent_rows(rows, cols, dlogits, row_loss, x, labels_int64, scale)``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+#: The kernel functions of :func:`source`, by name.
+KERNELS = (
+    "im2col",
+    "col2im",
+    "max_pool",
+    "max_pool_backward",
+    "avg_pool",
+    "avg_pool_backward",
+    "softmax_rows",
+    "softmax_xent_rows",
+)
+
+#: dtypes the kernels are built for (float16 needs conversions the source does not have).
+DTYPES = ("float32", "float64")
+
+#: The window geometry parameters, in every pooling and im2col/col2im kernel's signature.
+GEOM = (
+    "const i64 N, const i64 C, const i64 H, const i64 W, const i64 KH, const i64 KW, "
+    "const i64 OH, const i64 OW, const i64 SH, const i64 SW, const i64 DH, const i64 DW, "
+    "const i64 TOP, const i64 LEFT"
+)
+
+_WORDS = {
+    "cuda": {
+        "KERNEL": 'extern "C" __global__',
+        "GLOBAL": "",
+        "FUNC": "static __device__ __forceinline__",
+        "GID": "((long long)blockIdx.x * (long long)blockDim.x + (long long)threadIdx.x)",
+        "i64": "long long",
+    },
+    "opencl": {
+        "KERNEL": "__kernel",
+        "GLOBAL": "__global",
+        "FUNC": "static",
+        "GID": "((long)get_global_id(0))",
+        "i64": "long",
+    },
+}
+
+_PRELUDES = {
+    ("cuda", "float32"): """
+#define EXP expf
+#define LOG logf
+#define NEG_INF (-__int_as_float(0x7f800000))
+#define NAN_T __int_as_float(0x7fffffff)
+""",
+    ("cuda", "float64"): """
+#define EXP exp
+#define LOG log
+#define NEG_INF (-__longlong_as_double(0x7ff0000000000000LL))
+#define NAN_T __longlong_as_double(0x7ff8000000000000LL)
+""",
+    ("opencl", "float32"): """
+#define EXP exp
+#define LOG log
+#define NEG_INF (-INFINITY)
+#define NAN_T NAN
+""",
+    ("opencl", "float64"): """
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define EXP exp
+#define LOG log
+#define NEG_INF (-(double)INFINITY)
+#define NAN_T ((double)NAN)
+""",
+}
+
+_CTYPES = {"float32": "float", "float64": "double"}
+
+_BODY = r"""
+/* Columns (C, KH, KW, N, OH, OW) = a (C*KH*KW, N*OH*OW) matrix: a whole batch is one GEMM. */
+KERNEL void im2col(const i64 n, GLOBAL T* out, GLOBAL const T* x, GEOM) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    i64 rem = gid;
+    const i64 q = rem % OW; rem /= OW;
+    const i64 p = rem % OH; rem /= OH;
+    const i64 b = rem % N; rem /= N;
+    const i64 j = rem % KW; rem /= KW;
+    const i64 i = rem % KH;
+    const i64 c = rem / KH;
+    const i64 r = p * SH + i * DH - TOP;
+    const i64 s = q * SW + j * DW - LEFT;
+    T v = (T)0;
+    if (r >= 0 && r < H && s >= 0 && s < W) v = x[((b * C + c) * H + r) * W + s];
+    out[gid] = v;
+}
+
+/* The adjoint of im2col: each pixel gathers the column entries that read it (no atomics). */
+KERNEL void col2im(const i64 n, GLOBAL T* out, GLOBAL const T* cols, GEOM) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    i64 rem = gid;
+    const i64 w = rem % W; rem /= W;
+    const i64 h = rem % H; rem /= H;
+    const i64 c = rem % C;
+    const i64 b = rem / C;
+    const i64 rp = h + TOP, sp = w + LEFT;
+    T acc = (T)0;
+    for (i64 i = 0; i < KH; ++i) {
+        const i64 rr = rp - i * DH;
+        if (rr < 0) break;
+        if (rr % SH != 0 || rr / SH >= OH) continue;
+        const i64 p = rr / SH;
+        for (i64 j = 0; j < KW; ++j) {
+            const i64 ss = sp - j * DW;
+            if (ss < 0) break;
+            if (ss % SW != 0 || ss / SW >= OW) continue;
+            const i64 q = ss / SW;
+            acc += cols[(((c * KH + i) * KW + j) * N + b) * OH * OW + p * OW + q];
+        }
+    }
+    out[gid] = acc;
+}
+
+/* Window (p, q) of image plane bc: the maximum; NaN if the window holds one. */
+KERNEL void max_pool(const i64 n, GLOBAL T* out, GLOBAL const T* x, GEOM) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 q = gid % OW, p = (gid / OW) % OH, bc = gid / (OW * OH);
+    GLOBAL const T* plane = x + bc * H * W;
+    T m = NEG_INF;
+    for (i64 i = 0; i < KH; ++i) {
+        const i64 r = p * SH + i - TOP;
+        if (r < 0 || r >= H) continue;
+        for (i64 j = 0; j < KW; ++j) {
+            const i64 s = q * SW + j - LEFT;
+            if (s < 0 || s >= W) continue;
+            const T v = plane[r * W + s];
+            if (isnan(v)) { out[gid] = v; return; }
+            if (v > m) m = v;
+        }
+    }
+    out[gid] = m;
+}
+
+/* The flat index in its plane of window (p, q)'s first maximal pixel, or of its first NaN. */
+FUNC i64 window_winner(GLOBAL const T* plane, const i64 p, const i64 q, const i64 H,
+                       const i64 W, const i64 KH, const i64 KW, const i64 SH, const i64 SW,
+                       const i64 TOP, const i64 LEFT) {
+    T m = NEG_INF;
+    i64 at = -1;
+    for (i64 i = 0; i < KH; ++i) {
+        const i64 r = p * SH + i - TOP;
+        if (r < 0 || r >= H) continue;
+        for (i64 j = 0; j < KW; ++j) {
+            const i64 s = q * SW + j - LEFT;
+            if (s < 0 || s >= W) continue;
+            const T v = plane[r * W + s];
+            if (isnan(v)) return r * W + s;
+            if (at < 0 || v > m) { m = v; at = r * W + s; }
+        }
+    }
+    return at;
+}
+
+/* Each pixel gathers dy of the windows whose winner it is. */
+KERNEL void max_pool_backward(const i64 n, GLOBAL T* out, GLOBAL const T* x,
+                              GLOBAL const T* dy, GEOM) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 w = gid % W, h = (gid / W) % H, bc = gid / (W * H);
+    GLOBAL const T* plane = x + bc * H * W;
+    GLOBAL const T* grad = dy + bc * OH * OW;
+    const i64 rp = h + TOP, sp = w + LEFT;
+    T acc = (T)0;
+    for (i64 i = 0; i < KH; ++i) {
+        const i64 rr = rp - i;
+        if (rr < 0) break;
+        if (rr % SH != 0 || rr / SH >= OH) continue;
+        const i64 p = rr / SH;
+        for (i64 j = 0; j < KW; ++j) {
+            const i64 ss = sp - j;
+            if (ss < 0) break;
+            if (ss % SW != 0 || ss / SW >= OW) continue;
+            const i64 q = ss / SW;
+            if (window_winner(plane, p, q, H, W, KH, KW, SH, SW, TOP, LEFT) == h * W + w)
+                acc += grad[p * OW + q];
+        }
+    }
+    out[gid] = acc;
+}
+
+/* What window (p, q)'s sum is divided by: KH*KW, or the real pixels it covers. */
+FUNC T avg_divisor(const i64 p, const i64 q, const i64 H, const i64 W, const i64 KH,
+                   const i64 KW, const i64 SH, const i64 SW, const i64 TOP, const i64 LEFT,
+                   const int include_pad) {
+    if (include_pad) return (T)(KH * KW);
+    const i64 r0 = p * SH - TOP, s0 = q * SW - LEFT;
+    const i64 rows = (r0 + KH < H ? r0 + KH : H) - (r0 > 0 ? r0 : 0);
+    const i64 cols = (s0 + KW < W ? s0 + KW : W) - (s0 > 0 ? s0 : 0);
+    return (T)rows * (T)cols;
+}
+
+KERNEL void avg_pool(const i64 n, GLOBAL T* out, GLOBAL const T* x, GEOM,
+                     const int include_pad) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 q = gid % OW, p = (gid / OW) % OH, bc = gid / (OW * OH);
+    GLOBAL const T* plane = x + bc * H * W;
+    T acc = (T)0;
+    for (i64 i = 0; i < KH; ++i) {
+        const i64 r = p * SH + i - TOP;
+        if (r < 0 || r >= H) continue;
+        for (i64 j = 0; j < KW; ++j) {
+            const i64 s = q * SW + j - LEFT;
+            if (s < 0 || s >= W) continue;
+            acc += plane[r * W + s];
+        }
+    }
+    out[gid] = acc / avg_divisor(p, q, H, W, KH, KW, SH, SW, TOP, LEFT, include_pad);
+}
+
+KERNEL void avg_pool_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GEOM,
+                              const int include_pad) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 w = gid % W, h = (gid / W) % H, bc = gid / (W * H);
+    GLOBAL const T* grad = dy + bc * OH * OW;
+    const i64 rp = h + TOP, sp = w + LEFT;
+    T acc = (T)0;
+    for (i64 i = 0; i < KH; ++i) {
+        const i64 rr = rp - i;
+        if (rr < 0) break;
+        if (rr % SH != 0 || rr / SH >= OH) continue;
+        const i64 p = rr / SH;
+        for (i64 j = 0; j < KW; ++j) {
+            const i64 ss = sp - j;
+            if (ss < 0) break;
+            if (ss % SW != 0 || ss / SW >= OW) continue;
+            const i64 q = ss / SW;
+            acc += grad[p * OW + q]
+                   / avg_divisor(p, q, H, W, KH, KW, SH, SW, TOP, LEFT, include_pad);
+        }
+    }
+    out[gid] = acc;
+}
+
+/* Row r's maximum, or NaN when the row holds NaN (then the caller writes NaN). */
+FUNC T row_max(GLOBAL const T* row, const i64 cols) {
+    T m = NEG_INF;
+    for (i64 k = 0; k < cols; ++k) {
+        const T v = row[k];
+        if (isnan(v)) return v;
+        if (v > m) m = v;
+    }
+    return m;
+}
+
+/* softmax (log_mode 0) or log_softmax (1) of each row of a (rows, cols) matrix. A row whose
+   maximum is not finite (all -inf, +inf or NaN in it) is NaN, as arraycore's reference. */
+KERNEL void softmax_rows(const i64 rows, const i64 cols, GLOBAL T* out, GLOBAL const T* x,
+                         const int log_mode) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    GLOBAL const T* row = x + r * cols;
+    GLOBAL T* o = out + r * cols;
+    const T m = row_max(row, cols);
+    if (isnan(m) || isinf(m)) {
+        for (i64 k = 0; k < cols; ++k) o[k] = NAN_T;
+        return;
+    }
+    T s = (T)0;
+    for (i64 k = 0; k < cols; ++k) s += EXP(row[k] - m);
+    if (log_mode) {
+        const T ls = LOG(s);
+        for (i64 k = 0; k < cols; ++k) o[k] = (row[k] - m) - ls;
+    } else {
+        for (i64 k = 0; k < cols; ++k) o[k] = EXP(row[k] - m) / s;
+    }
+}
+
+/* Cross-entropy of softmax(row) against an integer label, per row: dlogits = (softmax -
+   one_hot) * scale and row_loss = -scale * log_softmax[label] (0 for a label out of range). */
+KERNEL void softmax_xent_rows(const i64 rows, const i64 cols, GLOBAL T* dlogits,
+                              GLOBAL T* row_loss, GLOBAL const T* x, GLOBAL const i64* labels,
+                              const T scale) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    GLOBAL const T* row = x + r * cols;
+    GLOBAL T* d = dlogits + r * cols;
+    const i64 label = labels[r];
+    const int hit = label >= 0 && label < cols;
+    const T m = row_max(row, cols);
+    if (isnan(m) || isinf(m)) {
+        for (i64 k = 0; k < cols; ++k) d[k] = NAN_T;
+        row_loss[r] = hit ? NAN_T : (T)0;
+        return;
+    }
+    T s = (T)0;
+    for (i64 k = 0; k < cols; ++k) s += EXP(row[k] - m);
+    const T ls = LOG(s);
+    for (i64 k = 0; k < cols; ++k) {
+        const T log_p = (row[k] - m) - ls;
+        d[k] = (EXP(log_p) - (k == label ? (T)1 : (T)0)) * scale;
+    }
+    row_loss[r] = hit ? -scale * ((row[label] - m) - ls) : (T)0;
+}
+"""
+
+
+def source(dtype: str, dialect: str = "cuda") -> str:
+    """The kernels for ``dtype`` (``float32``/``float64``) as CUDA C++ or OpenCL C."""
+    if dtype not in DTYPES:
+        raise ValueError(f"the nn kernel sources exist for {DTYPES}, not {dtype!r}")
+    if dialect not in _WORDS:
+        raise ValueError(f"dialect must be 'cuda' or 'opencl', got {dialect!r}")
+    words = {**_WORDS[dialect], "T": _CTYPES[dtype]}
+    text = _BODY.replace("GEOM", GEOM)
+    text = re.sub(r"\b(" + "|".join(words) + r")\b", lambda m: words[m.group(1)], text)
+    return _PRELUDES[dialect, dtype] + text
+
+
+def geometry(win: Any) -> tuple[np.int64, ...]:
+    """The ``GEOM`` arguments of a window (:class:`arraycore._nn.Window2d`)."""
+    (top, _), (left, _) = win.pads
+    values = (
+        win.n, win.c, win.h, win.w, win.kh, win.kw, win.out_h, win.out_w, *win.stride,
+        *win.dilation, top, left,
+    )  # fmt: skip
+    return tuple(np.int64(v) for v in values)
