@@ -67,3 +67,16 @@ def test_device_ids_equal_cupy_devices_and_indices() -> None:
     assert {("cuda", d0): "ns"}[("cuda", 0)] == "ns"
     assert {("cuda", 0): "ns"}[("cuda", d0)] == "ns"
     assert d0 in [cupy.cuda.Device(0)] and cupy.cuda.Device(0) in [d0]
+
+
+def test_nn_overrides_are_namespace_functions() -> None:
+    """The ``nn`` table (cuDNN/im2col convolutions, batch-norm, the shared kernels) covers
+    exactly :data:`NN_OVERRIDES`, each an ``xp.nn`` function (needs CuPy, not a GPU)."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed here")
+    from arraycore_cuda._nn_cuda import NN_OVERRIDES, CudaNN
+
+    table = CudaNN(cupy).table()
+    assert set(table) == {f"nn.{name}" for name in NN_OVERRIDES}
+    ns = arraycore.namespace("numpy")
+    for name in NN_OVERRIDES:
+        assert callable(getattr(ns.nn, name)), name

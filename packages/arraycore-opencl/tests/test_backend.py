@@ -382,3 +382,48 @@ def test_nn_overrides_match_the_reference_kernels(xp: Any) -> None:
         xp.to_numpy(xp.nn.max_pool2d_backward(xp.asarray(dy), xp.asarray(x), **pool)),
         ref.nn.max_pool2d_backward(dy, x, **pool),
     )
+
+
+# -- arraycore.device_kernels: the host code and kernel bodies the CUDA backend runs too ---------
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_shared_kernel_host_paths_match_the_reference(
+    xp: Any, backend: OpenCLBackend, dtype: str
+) -> None:
+    """Every KernelHost path, including those this backend serves with its own strided kernels
+    (max pooling, im2col/col2im), on this device against the NumPy reference: what the CUDA
+    backend does on a GPU with the same host code and kernel bodies."""
+    if dtype not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"this OpenCL device has no {dtype}")
+    from arraycore import _nn
+
+    ref = arraycore.namespace("numpy")
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 7, 6)).astype(dtype)
+    x[0, 1, 2, 3] = np.nan
+    view = xp.asarray(np.ascontiguousarray(x.transpose(0, 1, 3, 2))).mT  # strided input
+    args = ((3, 2), (2, 1), ((1, 0), (1, 1)))
+    got = backend.shared_max_pool2d(view, *args)
+    np.testing.assert_array_equal(xp.to_numpy(got), ref.nn.max_pool2d(x, *args))
+    dy = rng.standard_normal(tuple(got.shape)).astype(dtype)
+    got = backend.shared_max_pool2d_backward(xp.asarray(dy), view, *args)
+    want = ref.nn.max_pool2d_backward(dy, x, *args)
+    np.testing.assert_allclose(xp.to_numpy(got), want, rtol=1e-5, atol=1e-5)
+    clean = np.nan_to_num(x)
+    got = backend.shared_avg_pool2d(xp.asarray(clean), *args, False)
+    np.testing.assert_allclose(xp.to_numpy(got), ref.nn.avg_pool2d(clean, *args, False), rtol=1e-5)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(dtype)
+    win = _nn.conv_window("conv2d", x.shape, w.shape, 2, 1, (1, 2))
+    cols = xp.to_numpy(backend.shared_im2col(xp.asarray(clean), win))
+    y = (w.reshape(4, -1) @ cols).reshape(4, win.n, win.out_h, win.out_w).transpose(1, 0, 2, 3)
+    want = ref.nn.conv2d(clean, w, stride=2, padding=1, dilation=(1, 2))
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    dcols = w.reshape(4, -1).T @ g.transpose(1, 0, 2, 3).reshape(4, -1)
+    dx = xp.to_numpy(backend.shared_col2im(xp.asarray(dcols), win))
+    want = ref.nn.conv2d_backward_data(g, w, x.shape, stride=2, padding=1, dilation=(1, 2))
+    np.testing.assert_allclose(dx, want, rtol=1e-4, atol=1e-4)
+    logits = rng.standard_normal((6, 4, 5)).astype(dtype)
+    got = backend.shared_log_softmax(xp.asarray(logits), axis=-1)
+    np.testing.assert_allclose(xp.to_numpy(got), ref.nn.log_softmax(logits, axis=-1), rtol=1e-5)
+    got = backend.shared_softmax(xp.asarray(logits), axis=1)  # another axis: the reference
+    np.testing.assert_allclose(xp.to_numpy(got), ref.nn.softmax(logits, axis=1), rtol=1e-5)

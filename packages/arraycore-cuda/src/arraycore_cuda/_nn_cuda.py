@@ -14,37 +14,30 @@ Nothing here synchronises with the host.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from arraycore import _nn, namespace_of
+from arraycore.device_kernels import SHARED_NN, KernelHost
 
-from ._kernels import DTYPES, CudaKernels, geometry
+from ._kernels import DTYPES, CudaKernels
 
 Array = Any
 
-#: Longest row the one-thread-per-row softmax kernels take; longer rows use CuPy reductions.
-SOFTMAX_MAX_ROW = 4096
-
-#: The namespace entries :meth:`CudaNN.table` overrides.
-NN_OVERRIDES = (
+#: The ``xp.nn`` entries with code of their own here (cuDNN first, then the fallback).
+OWN_NN = (
     "conv2d",
     "conv2d_backward_data",
     "conv2d_backward_filter",
     "conv2d_transpose",
-    "max_pool2d",
-    "max_pool2d_backward",
-    "avg_pool2d",
-    "avg_pool2d_backward",
-    "softmax",
-    "log_softmax",
-    "softmax_cross_entropy",
     "batch_norm",
     "batch_norm_backward",
 )
+
+#: The namespace entries :meth:`CudaNN.table` overrides.
+NN_OVERRIDES = OWN_NN + SHARED_NN
 
 
 def _ours(x: Array) -> bool:
@@ -52,8 +45,12 @@ def _ours(x: Array) -> bool:
     return bool(x.dtype.name in DTYPES)
 
 
-class CudaNN:
-    """``xp.nn`` overrides for one device. ``cudnn`` is a :class:`~._cudnn.Cudnn` or None."""
+class CudaNN(KernelHost):
+    """``xp.nn`` overrides for one device. ``cudnn`` is a :class:`~._cudnn.Cudnn` or None.
+
+    Pooling and the softmax family are :class:`arraycore.device_kernels.KernelHost`'s (the host
+    side the OpenCL backend shares), launched here through CuPy.
+    """
 
     def __init__(self, cupy: Any, cudnn: Any | None = None) -> None:
         self._cp = cupy
@@ -61,26 +58,29 @@ class CudaNN:
         self.cudnn = cudnn
 
     def table(self) -> dict[str, Callable[..., Any]]:
-        return {f"nn.{name}": getattr(self, name) for name in NN_OVERRIDES}
+        table: dict[str, Callable[..., Any]] = {f"nn.{n}": getattr(self, n) for n in OWN_NN}
+        table.update(self.shared_overrides())
+        return table
 
-    # -- helpers ------------------------------------------------------------------------------------
-    def _contiguous(self, x: Array) -> Array:
+    # -- KernelHost: CuPy arrays and launches ------------------------------------------------------
+    def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Array:
+        return self._cp.empty(shape, dtype=dtype)
+
+    def kernel_dense(self, x: Array) -> Array:
         return self._cp.ascontiguousarray(x)
 
-    def _launch(self, name: str, n: int, out: Array, *args: Any) -> Array:
-        self.kernels.launch(out.dtype, name, n, np.int64(n), out, *args)
-        return out
+    def kernel_arg(self, x: Array) -> Array:
+        return x
 
+    def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
+        self.kernels.launch(dtype, name, n, *args)
+
+    # -- helpers ------------------------------------------------------------------------------------
     def _im2col(self, x: Array, win: _nn.Window2d) -> Array:
-        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input."""
-        rows, cols = win.c * win.kh * win.kw, win.n * win.out_h * win.out_w
-        out = self._cp.empty((rows, cols), dtype=x.dtype)
-        return self._launch("im2col", out.size, out, self._contiguous(x), *geometry(win))
+        return self.shared_im2col(x, win)
 
     def _col2im(self, cols: Array, win: _nn.Window2d) -> Array:
-        """The adjoint of :meth:`_im2col`, cropped to the unpadded image."""
-        out = self._cp.empty((win.n, win.c, win.h, win.w), dtype=cols.dtype)
-        return self._launch("col2im", out.size, out, self._contiguous(cols), *geometry(win))
+        return self.shared_col2im(cols, win)
 
     def _channels_first(self, y: Array) -> Array:
         """``(N, C, H, W)`` as the ``(C, N*H*W)`` matrix the column layout multiplies."""
@@ -88,7 +88,7 @@ class CudaNN:
         return self._cp.ascontiguousarray(y.transpose(1, 0, 2, 3)).reshape(c, n * h * w)
 
     def _weights(self, w: Array) -> Array:
-        return self._contiguous(w).reshape(int(w.shape[0]), -1)
+        return self._cp.ascontiguousarray(w).reshape(int(w.shape[0]), -1)
 
     # -- convolutions -------------------------------------------------------------------------------
     def conv2d(
@@ -190,122 +190,6 @@ class CudaNN:
             )
         cols = self._cp.matmul(self._weights(w).T, self._channels_first(x))
         return self._col2im(cols, win)
-
-    # -- pooling ------------------------------------------------------------------------------------
-    def max_pool2d(self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Array:
-        xp = namespace_of(x)
-        win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
-        _nn.check_float("max_pool2d", xp.isdtype, x=x)
-        if not _ours(x):
-            return _nn.max_pool2d(xp, x, kernel_size, stride, padding)
-        out = self._cp.empty((win.n, win.c, win.out_h, win.out_w), dtype=x.dtype)
-        return self._launch("max_pool", out.size, out, self._contiguous(x), *geometry(win))
-
-    def max_pool2d_backward(
-        self, dy: Array, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
-    ) -> Array:
-        op = "max_pool2d_backward"
-        xp = namespace_of(dy, x)
-        win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
-        _nn.check_float(op, xp.isdtype, dy=dy, x=x)
-        if not _ours(x):
-            return _nn.max_pool2d_backward(xp, dy, x, kernel_size, stride, padding)
-        out = self._cp.empty((win.n, win.c, win.h, win.w), dtype=dy.dtype)
-        x_, dy_ = self._contiguous(x), self._contiguous(dy)
-        return self._launch("max_pool_backward", out.size, out, x_, dy_, *geometry(win))
-
-    def avg_pool2d(
-        self,
-        x: Array,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        count_include_pad: bool = True,
-    ) -> Array:
-        xp = namespace_of(x)
-        win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
-        _nn.check_float("avg_pool2d", xp.isdtype, x=x)
-        if not _ours(x):
-            return _nn.avg_pool2d(xp, x, kernel_size, stride, padding, count_include_pad)
-        out = self._cp.empty((win.n, win.c, win.out_h, win.out_w), dtype=x.dtype)
-        flag = np.int32(bool(count_include_pad))
-        return self._launch("avg_pool", out.size, out, self._contiguous(x), *geometry(win), flag)
-
-    def avg_pool2d_backward(
-        self,
-        dy: Array,
-        x_shape: Any,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        count_include_pad: bool = True,
-    ) -> Array:
-        op = "avg_pool2d_backward"
-        xp = namespace_of(dy)
-        win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
-        _nn.check_float(op, xp.isdtype, dy=dy)
-        if not _ours(dy):
-            return _nn.avg_pool2d_backward(
-                xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
-            )
-        out = self._cp.empty((win.n, win.c, win.h, win.w), dtype=dy.dtype)
-        flag = np.int32(bool(count_include_pad))
-        dy_ = self._contiguous(dy)
-        return self._launch("avg_pool_backward", out.size, out, dy_, *geometry(win), flag)
-
-    # -- softmax family -----------------------------------------------------------------------------
-    def _rows(self, x: Array, axis: Any, op: str) -> tuple[int, int] | None:
-        """``(rows, cols)`` when the row kernels take ``x`` along ``axis``, else None."""
-        (ax,) = _nn._axis_tuple(axis, x.ndim, op)
-        cols = int(x.shape[ax]) if x.ndim else 0
-        if ax != x.ndim - 1 or not _ours(x) or not 0 < cols <= SOFTMAX_MAX_ROW:
-            return None
-        return math.prod(int(s) for s in x.shape) // cols, cols
-
-    def _softmax_rows(self, x: Array, axis: Any, op: str, log_mode: int) -> Array | None:
-        xp = namespace_of(x)
-        _nn.check_float(op, xp.isdtype, x=x)
-        found = self._rows(x, axis, op)
-        if found is None:
-            return None
-        rows, cols = found
-        x_ = self._contiguous(x)
-        out = self._cp.empty(x.shape, dtype=x.dtype)
-        self.kernels.launch(
-            x.dtype, "softmax_rows", rows, np.int64(rows), np.int64(cols), out, x_,
-            np.int32(log_mode),
-        )  # fmt: skip
-        return out
-
-    def softmax(self, x: Array, axis: int = -1) -> Array:
-        out = self._softmax_rows(x, axis, "softmax", 0)
-        return _nn.softmax(namespace_of(x), x, axis) if out is None else out
-
-    def log_softmax(self, x: Array, axis: int = -1) -> Array:
-        out = self._softmax_rows(x, axis, "log_softmax", 1)
-        return _nn.log_softmax(namespace_of(x), x, axis) if out is None else out
-
-    def softmax_cross_entropy(
-        self, logits: Array, labels: Array, scale: float = 1.0
-    ) -> tuple[Array, Array]:
-        op = "softmax_cross_entropy"
-        xp = namespace_of(logits, labels)
-        classes = _nn.check_cross_entropy(op, xp.isdtype, logits, labels)
-        rows = math.prod(int(s) for s in logits.shape[:-1])
-        if not _ours(logits) or not 0 < classes <= SOFTMAX_MAX_ROW or rows == 0:
-            return _nn.softmax_cross_entropy(xp, logits, labels, scale)
-        cp = self._cp
-        x_ = self._contiguous(logits)
-        labels_ = cp.ascontiguousarray(labels.astype(np.int64, copy=False))
-        dlogits = cp.empty(logits.shape, dtype=logits.dtype)
-        row_loss = cp.empty((rows,), dtype=logits.dtype)
-        self.kernels.launch(
-            logits.dtype, "softmax_xent_rows", rows, np.int64(rows), np.int64(classes),
-            dlogits, row_loss, x_, labels_, logits.dtype.type(scale),
-        )  # fmt: skip
-        return cp.sum(row_loss), dlogits
 
     # -- batch normalisation ------------------------------------------------------------------------
     def batch_norm(

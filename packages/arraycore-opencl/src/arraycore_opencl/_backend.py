@@ -9,9 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arraycore import _nn as _reference
 from arraycore import backend as _nn
-from arraycore import device_kernels, namespace_of
+from arraycore import namespace_of
 from arraycore.backend import (
     Array,
     Backend,
@@ -21,6 +20,7 @@ from arraycore.backend import (
     Key,
     Shape,
 )
+from arraycore.device_kernels import KernelHost
 
 from . import _codegen, _runtime
 from ._array import OpenCLArray, contiguous_strides
@@ -32,9 +32,6 @@ INSTALL = (
     f"{SYSTEM_INSTALL} (Debian/Ubuntu; conda-forge: conda install -c conda-forge pocl clblast; "
     f"Homebrew: brew install clblast), then {PIP_INSTALL}"
 )
-
-#: Longest row the one-work-item-per-row softmax kernels take; longer rows use the reference.
-SOFTMAX_MAX_ROW = 4096
 
 #: Reductions longer than this are split into chunks of ``_CHUNK`` and finished in a 2nd pass.
 _SPLIT = 2048
@@ -82,7 +79,7 @@ def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...
     return tuple(out)
 
 
-class OpenCLBackend(Backend):
+class OpenCLBackend(Backend, KernelHost):
     """arraycore on any OpenCL device (GPUs, and CPUs through PoCL), with CLBlast GEMM.
 
     ``ARRAYCORE_DEVICE`` picks the device: a flat index over all platforms' devices (``0``),
@@ -618,11 +615,11 @@ class OpenCLBackend(Backend):
             "nn.conv2d_transpose": self._conv2d_transpose,
             "nn.max_pool2d": self._max_pool2d,
             "nn.max_pool2d_backward": self._max_pool2d_backward,
-            "nn.avg_pool2d": self._avg_pool2d,
-            "nn.avg_pool2d_backward": self._avg_pool2d_backward,
-            "nn.softmax": self._softmax,
-            "nn.log_softmax": self._log_softmax,
-            "nn.softmax_cross_entropy": self._softmax_cross_entropy,
+            "nn.avg_pool2d": self.shared_avg_pool2d,
+            "nn.avg_pool2d_backward": self.shared_avg_pool2d_backward,
+            "nn.softmax": self.shared_softmax,
+            "nn.log_softmax": self.shared_log_softmax,
+            "nn.softmax_cross_entropy": self.shared_softmax_cross_entropy,
         }
 
     def _geometry(self, win: _nn.Window2d, *strided: OpenCLArray) -> Any:
@@ -750,115 +747,19 @@ class OpenCLBackend(Backend):
         out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
         return self._nn_launch("max_pool_backward", win, out, x, dy)
 
-    # -- nn overrides from arraycore's shared kernel sources (arraycore.device_kernels) ---------
-    # The CUDA backend runs the same kernel bodies; here they serve average pooling and the
-    # softmax family, which have no strided kernel of this backend's own.
-    def _dense(self, x: OpenCLArray) -> OpenCLArray:
-        """``x`` C-contiguous from its buffer's first element (a copy only when it is not)."""
+    # -- KernelHost: arraycore's shared kernels (average pooling, softmax family) --------------
+    # The CUDA backend runs the same kernel bodies and the same host code (KernelHost).
+    def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> OpenCLArray:
+        return self._empty(shape, dtype)
+
+    def kernel_dense(self, x: OpenCLArray) -> OpenCLArray:
         return x if x._offset == 0 and x.is_contiguous else self.astype(x, x.dtype)
 
-    def _shared(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
-        """Launch shared kernel ``name`` over ``n`` work items."""
+    def kernel_arg(self, x: OpenCLArray) -> Any:
+        return x._buf
+
+    def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
         self.rt.launch(self.rt.kernel("dk", _NAME[dtype], name), n, *args)
-
-    @staticmethod
-    def _has_shared(x: Any) -> bool:
-        return _NAME.get(x.dtype) in device_kernels.DTYPES
-
-    def _avg_pool2d(
-        self,
-        x: Array,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        count_include_pad: bool = True,
-    ) -> Array:
-        xp = namespace_of(x)
-        win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
-        _nn.check_float("avg_pool2d", xp.isdtype, x=x)
-        if not self._has_shared(x):
-            return _reference.avg_pool2d(xp, x, kernel_size, stride, padding, count_include_pad)
-        out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        geometry = device_kernels.geometry(win)
-        flag = np.int32(bool(count_include_pad))
-        n = np.int64(out.size)
-        self._shared(
-            x.dtype, "avg_pool", out.size, n, out._buf, self._dense(x)._buf, *geometry, flag
-        )
-        return out
-
-    def _avg_pool2d_backward(
-        self,
-        dy: Array,
-        x_shape: Shape,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        count_include_pad: bool = True,
-    ) -> Array:
-        op = "avg_pool2d_backward"
-        xp = namespace_of(dy)
-        win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
-        _nn.check_float(op, xp.isdtype, dy=dy)
-        if not self._has_shared(dy):
-            return _reference.avg_pool2d_backward(
-                xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
-            )
-        out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
-        geometry = device_kernels.geometry(win)
-        flag = np.int32(bool(count_include_pad))
-        n = np.int64(out.size)
-        args = (n, out._buf, self._dense(dy)._buf, *geometry, flag)
-        self._shared(dy.dtype, "avg_pool_backward", out.size, *args)
-        return out
-
-    def _rows(self, x: OpenCLArray, axis: Any, op: str) -> tuple[int, int] | None:
-        """``(rows, cols)`` when the row kernels take ``x`` along ``axis``, else None."""
-        (ax,) = _reference._axis_tuple(axis, x.ndim, op)
-        cols = int(x.shape[ax]) if x.ndim else 0
-        if ax != x.ndim - 1 or not self._has_shared(x) or not 0 < cols <= SOFTMAX_MAX_ROW:
-            return None
-        return math.prod(x.shape) // cols, cols
-
-    def _softmax_rows(self, x: Array, axis: Any, op: str, log_mode: int) -> Array | None:
-        xp = namespace_of(x)
-        _nn.check_float(op, xp.isdtype, x=x)
-        found = self._rows(x, axis, op)
-        if found is None:
-            return None
-        rows, cols = found
-        out = self._empty(tuple(x.shape), x.dtype)
-        args = (np.int64(rows), np.int64(cols), out._buf, self._dense(x)._buf, np.int32(log_mode))
-        self._shared(x.dtype, "softmax_rows", rows, *args)
-        return out
-
-    def _softmax(self, x: Array, axis: int = -1) -> Array:
-        out = self._softmax_rows(x, axis, "softmax", 0)
-        return _reference.softmax(namespace_of(x), x, axis) if out is None else out
-
-    def _log_softmax(self, x: Array, axis: int = -1) -> Array:
-        out = self._softmax_rows(x, axis, "log_softmax", 1)
-        return _reference.log_softmax(namespace_of(x), x, axis) if out is None else out
-
-    def _softmax_cross_entropy(
-        self, logits: Array, labels: Array, scale: float = 1.0
-    ) -> tuple[Array, Array]:
-        op = "softmax_cross_entropy"
-        xp = namespace_of(logits, labels)
-        classes = _reference.check_cross_entropy(op, xp.isdtype, logits, labels)
-        rows = math.prod(logits.shape[:-1])
-        if not self._has_shared(logits) or not 0 < classes <= SOFTMAX_MAX_ROW or rows == 0:
-            return _reference.softmax_cross_entropy(xp, logits, labels, scale)
-        labels64 = self._dense(self.astype(labels, np.dtype(np.int64)))
-        dlogits = self._empty(tuple(logits.shape), logits.dtype)
-        row_loss = self._empty((rows,), logits.dtype)
-        args = (
-            np.int64(rows), np.int64(classes), dlogits._buf, row_loss._buf,
-            self._dense(logits)._buf, labels64._buf, logits.dtype.type(scale),
-        )  # fmt: skip
-        self._shared(logits.dtype, "softmax_xent_rows", rows, *args)
-        return xp.sum(row_loss), dlogits
 
     # -- random numbers ----------------------------------------------------------------------------
     def rng_state(self, seed: int) -> list[int]:

@@ -558,7 +558,7 @@ def avg_pool2d_backward(
 
 
 # -- softmax family -----------------------------------------------------------------------------
-def _axis_tuple(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
+def axis_tuple(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     axes = (
         tuple(range(ndim)) if axis is None else (axis,) if not isinstance(axis, Sequence) else axis
     )
@@ -590,7 +590,7 @@ def softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
     ``-inf`` entries get 0. A slice whose entries are all ``-inf``, or that holds ``+inf`` or
     NaN, gives NaN everywhere (as in PyTorch).
     """
-    (ax,) = _axis_tuple(axis, len(x.shape), "softmax")
+    (ax,) = axis_tuple(axis, len(x.shape), "softmax")
     check_float("softmax", xp.isdtype, x=x)
     if x.shape[ax] == 0:
         return xp.astype(x, x.dtype, copy=True)
@@ -604,7 +604,7 @@ def log_softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
 
     ``-inf`` entries stay ``-inf``; degenerate slices give NaN as in :func:`softmax`.
     """
-    (ax,) = _axis_tuple(axis, len(x.shape), "log_softmax")
+    (ax,) = axis_tuple(axis, len(x.shape), "log_softmax")
     check_float("log_softmax", xp.isdtype, x=x)
     if x.shape[ax] == 0:
         return xp.astype(x, x.dtype, copy=True)
@@ -619,7 +619,7 @@ def logsumexp(xp: Namespace, x: Array, axis: Any = None, keepdims: bool = False)
     All ``-inf`` gives ``-inf``, any ``+inf`` gives ``+inf``, NaN propagates, and an empty
     reduction gives ``-inf``.
     """
-    axes = _axis_tuple(axis, len(x.shape), "logsumexp")
+    axes = axis_tuple(axis, len(x.shape), "logsumexp")
     check_float("logsumexp", xp.isdtype, x=x)
     if any(x.shape[a] == 0 for a in axes):
         shape = tuple(1 if a in axes else s for a, s in enumerate(x.shape))

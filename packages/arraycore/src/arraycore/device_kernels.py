@@ -28,10 +28,15 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 
 from __future__ import annotations
 
+import math
 import re
+from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
+
+from . import _nn
+from ._registry import namespace_of
 
 #: The kernel functions of :func:`source`, by name.
 KERNELS = (
@@ -354,3 +359,184 @@ def geometry(win: Any) -> tuple[np.int64, ...]:
         *win.dilation, top, left,
     )  # fmt: skip
     return tuple(np.int64(v) for v in values)
+
+
+#: Longest row the one-work-item-per-row softmax kernels take; longer rows use the reference.
+SOFTMAX_MAX_ROW = 4096
+
+#: The ``xp.nn`` functions :class:`KernelHost` serves (as ``shared_<name>`` methods).
+SHARED_NN = (
+    "max_pool2d",
+    "max_pool2d_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "softmax",
+    "log_softmax",
+    "softmax_cross_entropy",
+)
+
+
+class KernelHost(ABC):
+    """The host side of the shared kernels, for a backend to inherit.
+
+    It checks arguments exactly as arraycore's reference kernels do (same errors), computes
+    output shapes, makes inputs dense, launches, and falls back to the reference for what the
+    kernels do not cover (dtypes outside :data:`DTYPES`, softmax over another axis or rows
+    longer than :data:`SOFTMAX_MAX_ROW`). Every ``shared_*`` method has the signature of the
+    ``xp.nn`` function it can override (``"nn.avg_pool2d": self.shared_avg_pool2d``). A backend
+    supplies four things: :meth:`kernel_empty`, :meth:`kernel_dense`, :meth:`kernel_arg` and
+    :meth:`kernel_launch`. The CUDA backend (CuPy arrays) and the OpenCL backend (buffers) both
+    do, so the host logic below runs in the OpenCL backend's tests on PoCL too.
+    """
+
+    @abstractmethod
+    def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
+        """A new C-contiguous array of this backend."""
+
+    @abstractmethod
+    def kernel_dense(self, x: Any) -> Any:
+        """``x`` C-contiguous from its buffer's first element (a copy only when it is not)."""
+
+    @abstractmethod
+    def kernel_arg(self, x: Any) -> Any:
+        """What a launch passes for the dense array ``x`` (the array, or its buffer)."""
+
+    @abstractmethod
+    def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
+        """Run kernel ``name`` of the ``dtype`` build over ``n`` work items, asynchronously."""
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _launch_into(self, out: Any, name: str, *args: Any) -> Any:
+        """Launch an element kernel ``name(n, out, *args)`` over every element of ``out``."""
+        n = math.prod(out.shape)
+        if n:
+            self.kernel_launch(out.dtype, name, n, np.int64(n), self.kernel_arg(out), *args)
+        return out
+
+    def _dense_arg(self, x: Any) -> Any:
+        return self.kernel_arg(self.kernel_dense(x))
+
+    def shared_im2col(self, x: Any, win: Any) -> Any:
+        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) NCHW input ``x``."""
+        shape = (win.c * win.kh * win.kw, win.n * win.out_h * win.out_w)
+        out = self.kernel_empty(shape, x.dtype)
+        return self._launch_into(out, "im2col", self._dense_arg(x), *geometry(win))
+
+    def shared_col2im(self, cols: Any, win: Any) -> Any:
+        """The adjoint of :meth:`shared_im2col`: an ``(N, C, H, W)`` image."""
+        out = self.kernel_empty((win.n, win.c, win.h, win.w), cols.dtype)
+        return self._launch_into(out, "col2im", self._dense_arg(cols), *geometry(win))
+
+    # -- pooling ----------------------------------------------------------------------------------
+    def shared_max_pool2d(
+        self, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
+    ) -> Any:
+        xp = namespace_of(x)
+        win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
+        _nn.check_float("max_pool2d", xp.isdtype, x=x)
+        if x.dtype.name not in DTYPES:
+            return _nn.max_pool2d(xp, x, kernel_size, stride, padding)
+        out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
+        return self._launch_into(out, "max_pool", self._dense_arg(x), *geometry(win))
+
+    def shared_max_pool2d_backward(
+        self, dy: Any, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
+    ) -> Any:
+        op = "max_pool2d_backward"
+        xp = namespace_of(dy, x)
+        win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
+        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+        _nn.check_float(op, xp.isdtype, dy=dy, x=x)
+        if x.dtype.name not in DTYPES:
+            return _nn.max_pool2d_backward(xp, dy, x, kernel_size, stride, padding)
+        out = self.kernel_empty((win.n, win.c, win.h, win.w), dy.dtype)
+        args = (self._dense_arg(x), self._dense_arg(dy), *geometry(win))
+        return self._launch_into(out, "max_pool_backward", *args)
+
+    def shared_avg_pool2d(
+        self,
+        x: Any,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        count_include_pad: bool = True,
+    ) -> Any:
+        xp = namespace_of(x)
+        win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
+        _nn.check_float("avg_pool2d", xp.isdtype, x=x)
+        if x.dtype.name not in DTYPES:
+            return _nn.avg_pool2d(xp, x, kernel_size, stride, padding, count_include_pad)
+        out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
+        flag = np.int32(bool(count_include_pad))
+        return self._launch_into(out, "avg_pool", self._dense_arg(x), *geometry(win), flag)
+
+    def shared_avg_pool2d_backward(
+        self,
+        dy: Any,
+        x_shape: Any,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        count_include_pad: bool = True,
+    ) -> Any:
+        op = "avg_pool2d_backward"
+        xp = namespace_of(dy)
+        win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
+        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+        _nn.check_float(op, xp.isdtype, dy=dy)
+        if dy.dtype.name not in DTYPES:
+            return _nn.avg_pool2d_backward(
+                xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
+            )
+        out = self.kernel_empty((win.n, win.c, win.h, win.w), dy.dtype)
+        flag = np.int32(bool(count_include_pad))
+        args = (self._dense_arg(dy), *geometry(win), flag)
+        return self._launch_into(out, "avg_pool_backward", *args)
+
+    # -- softmax family ---------------------------------------------------------------------------
+    def _softmax_rows(self, x: Any, axis: Any, op: str, log_mode: int) -> Any:
+        """The row kernel's result, or None where the reference must run."""
+        xp = namespace_of(x)
+        _nn.check_float(op, xp.isdtype, x=x)
+        ndim = len(x.shape)
+        (ax,) = _nn.axis_tuple(axis, ndim, op)
+        cols = int(x.shape[ax]) if ndim else 0
+        if ax != ndim - 1 or x.dtype.name not in DTYPES or not 0 < cols <= SOFTMAX_MAX_ROW:
+            return None
+        rows = math.prod(int(s) for s in x.shape) // cols
+        out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
+        args = (np.int64(rows), np.int64(cols), self.kernel_arg(out), self._dense_arg(x))
+        self.kernel_launch(x.dtype, "softmax_rows", rows, *args, np.int32(log_mode))
+        return out
+
+    def shared_softmax(self, x: Any, axis: int = -1) -> Any:
+        out = self._softmax_rows(x, axis, "softmax", 0)
+        return _nn.softmax(namespace_of(x), x, axis) if out is None else out
+
+    def shared_log_softmax(self, x: Any, axis: int = -1) -> Any:
+        out = self._softmax_rows(x, axis, "log_softmax", 1)
+        return _nn.log_softmax(namespace_of(x), x, axis) if out is None else out
+
+    def shared_softmax_cross_entropy(
+        self, logits: Any, labels: Any, scale: float = 1.0
+    ) -> tuple[Any, Any]:
+        op = "softmax_cross_entropy"
+        xp = namespace_of(logits, labels)
+        classes = _nn.check_cross_entropy(op, xp.isdtype, logits, labels)
+        rows = math.prod(int(s) for s in logits.shape[:-1])
+        if logits.dtype.name not in DTYPES or not 0 < classes <= SOFTMAX_MAX_ROW or rows == 0:
+            return _nn.softmax_cross_entropy(xp, logits, labels, scale)
+        labels64 = xp.astype(labels, xp.int64, copy=False)
+        dlogits = self.kernel_empty(tuple(int(s) for s in logits.shape), logits.dtype)
+        row_loss = self.kernel_empty((rows,), logits.dtype)
+        args = (
+            np.int64(rows), np.int64(classes), self.kernel_arg(dlogits),
+            self.kernel_arg(row_loss), self._dense_arg(logits), self._dense_arg(labels64),
+            logits.dtype.type(scale),
+        )  # fmt: skip
+        self.kernel_launch(logits.dtype, "softmax_xent_rows", rows, *args)
+        return xp.sum(row_loss), dlogits
+
+    def shared_overrides(self) -> dict[str, Any]:
+        """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""
+        return {f"nn.{name}": getattr(self, f"shared_{name}") for name in SHARED_NN}
