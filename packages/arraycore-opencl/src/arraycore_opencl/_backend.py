@@ -607,12 +607,14 @@ class OpenCLBackend(Backend, KernelHost):
 
     # -- nn overrides: one launch for im2col, col2im and each max-pooling pass ---------------
     def overrides(self) -> dict[str, Any]:
-        """Convolutions (im2col / col2im kernels + CLBlast GEMM) and max pooling kernels."""
+        """Convolutions (KernelHost's host code on this backend's strided im2col / col2im
+        kernels + CLBlast GEMM), max pooling kernels, and the shared kernels of
+        :mod:`arraycore.device_kernels` for average pooling and the softmax family."""
         return {
-            "nn.conv2d": self._conv2d,
-            "nn.conv2d_backward_data": self._conv2d_backward_data,
-            "nn.conv2d_backward_filter": self._conv2d_backward_filter,
-            "nn.conv2d_transpose": self._conv2d_transpose,
+            "nn.conv2d": self.shared_conv2d,
+            "nn.conv2d_backward_data": self.shared_conv2d_backward_data,
+            "nn.conv2d_backward_filter": self.shared_conv2d_backward_filter,
+            "nn.conv2d_transpose": self.shared_conv2d_transpose,
             "nn.max_pool2d": self._max_pool2d,
             "nn.max_pool2d_backward": self._max_pool2d_backward,
             "nn.avg_pool2d": self.shared_avg_pool2d,
@@ -639,93 +641,19 @@ class OpenCLBackend(Backend, KernelHost):
         self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), out.size, *args)
         return out
 
-    def _im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input."""
+    #: this backend's own im2col/col2im kernels exist for every float dtype
+    conv_dtypes = ("float16", "float32", "float64")
+
+    def im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
+        from a strided ``x`` (the shared kernel would need a dense copy first)."""
         out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
         return self._nn_launch("im2col", win, out, x)
 
-    def _col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """The adjoint of :meth:`_im2col`, cropped to the unpadded image."""
+    def col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
         return self._nn_launch("col2im", win, out, self._contiguous(cols))
-
-    def _channels_first(self, y: OpenCLArray) -> OpenCLArray:
-        """``(N, C, H, W)`` as the ``(C, N*H*W)`` matrix the column layout multiplies."""
-        n, c, h, w = y.shape
-        return self.reshape(self.permute_dims(y, (1, 0, 2, 3)), (c, n * h * w))
-
-    def _conv2d(
-        self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
-    ) -> Array:
-        xp = namespace_of(x, w)
-        win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
-        _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
-        o = int(w.shape[0])
-        w2 = self.reshape(w, (o, win.c * win.kh * win.kw))
-        y2 = self.matmul(w2, self._im2col(x, win))  # one GEMM for the whole batch
-        y4 = self.reshape(y2, (o, win.n, win.out_h, win.out_w))
-        return self.astype(self.permute_dims(y4, (1, 0, 2, 3)), y4.dtype)
-
-    def _conv2d_backward_data(
-        self,
-        dy: Array,
-        w: Array,
-        x_shape: Shape,
-        *,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
-    ) -> Array:
-        op = "conv2d_backward_data"
-        xp = namespace_of(dy, w)
-        win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
-        o = int(w.shape[0])
-        _nn.check_output_shape(op, "dy", dy.shape, win, o)
-        _nn.check_float(op, xp.isdtype, dy=dy, w=w)
-        w2 = self.reshape(w, (o, win.c * win.kh * win.kw))
-        cols = self.matmul(self.permute_dims(w2, (1, 0)), self._channels_first(dy))
-        return self._col2im(cols, win)
-
-    def _conv2d_backward_filter(
-        self,
-        x: Array,
-        dy: Array,
-        w_shape: Shape,
-        *,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
-    ) -> Array:
-        op = "conv2d_backward_filter"
-        xp = namespace_of(x, dy)
-        win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
-        o = int(w_shape[0])
-        _nn.check_output_shape(op, "dy", dy.shape, win, o)
-        _nn.check_float(op, xp.isdtype, x=x, dy=dy)
-        cols = self._im2col(x, win)
-        dw = self.matmul(self._channels_first(dy), self.permute_dims(cols, (1, 0)))
-        return self.reshape(dw, (o, win.c, win.kh, win.kw))
-
-    def _conv2d_transpose(
-        self,
-        x: Array,
-        w: Array,
-        *,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
-        output_padding: Any = 0,
-    ) -> Array:
-        op = "conv2d_transpose"
-        xp = namespace_of(x, w)
-        win = _nn.conv_transpose_window(
-            op, x.shape, w.shape, stride, padding, dilation, output_padding
-        )
-        _nn.check_float(op, xp.isdtype, x=x, w=w)
-        cin = int(w.shape[0])
-        w2 = self.reshape(w, (cin, win.c * win.kh * win.kw))
-        cols = self.matmul(self.permute_dims(w2, (1, 0)), self._channels_first(x))
-        return self._col2im(cols, win)
 
     def _max_pool2d(
         self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0

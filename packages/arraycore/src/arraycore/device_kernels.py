@@ -366,6 +366,10 @@ SOFTMAX_MAX_ROW = 4096
 
 #: The ``xp.nn`` functions :class:`KernelHost` serves (as ``shared_<name>`` methods).
 SHARED_NN = (
+    "conv2d",
+    "conv2d_backward_data",
+    "conv2d_backward_filter",
+    "conv2d_transpose",
     "max_pool2d",
     "max_pool2d_backward",
     "avg_pool2d",
@@ -426,6 +430,130 @@ class KernelHost(ABC):
         """The adjoint of :meth:`shared_im2col`: an ``(N, C, H, W)`` image."""
         out = self.kernel_empty((win.n, win.c, win.h, win.w), cols.dtype)
         return self._launch_into(out, "col2im", self._dense_arg(cols), *geometry(win))
+
+    #: dtypes :meth:`im2col` / :meth:`col2im` serve (a backend with kernels of its own for more
+    #: dtypes widens it); the convolutions fall back to the reference otherwise.
+    conv_dtypes: tuple[str, ...] = DTYPES
+
+    def im2col(self, x: Any, win: Any) -> Any:
+        """The columns the convolutions multiply: :meth:`shared_im2col` unless the backend has
+        a kernel of its own (the OpenCL backend reads strided input in place)."""
+        return self.shared_im2col(x, win)
+
+    def col2im(self, cols: Any, win: Any) -> Any:
+        """The adjoint of :meth:`im2col` (:meth:`shared_col2im` by default)."""
+        return self.shared_col2im(cols, win)
+
+    def accelerated(self, op: str, win: Any, *arrays: Any) -> Any:
+        """A library's result for convolution ``op`` (``conv2d`` with ``x, w``,
+        ``conv2d_backward_data`` with ``dy, w``, ``conv2d_backward_filter`` with ``x, dy``), or
+        None to use im2col/col2im and the backend's matmul. The CUDA backend tries cuDNN here."""
+        return None
+
+    # -- convolutions: im2col/col2im + one matmul for the whole batch -----------------------------
+    def _channels_first(self, xp: Any, y: Any) -> Any:
+        """``(N, C, H, W)`` as the ``(C, N*H*W)`` matrix the column layout multiplies."""
+        n, c, h, w = (int(s) for s in y.shape)
+        return xp.reshape(xp.permute_dims(y, (1, 0, 2, 3)), (c, n * h * w))
+
+    @staticmethod
+    def _matrix(xp: Any, w: Any) -> Any:
+        """Weights ``(O, C, KH, KW)`` (or ``(C_in, C_out, KH, KW)``) as rows."""
+        return xp.reshape(w, (int(w.shape[0]), math.prod(int(s) for s in w.shape[1:])))
+
+    def shared_conv2d(
+        self, x: Any, w: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+    ) -> Any:
+        xp = namespace_of(x, w)
+        win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+        _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
+        found = self.accelerated("conv2d", win, x, w)
+        if found is not None:
+            return found
+        if x.dtype.name not in self.conv_dtypes:
+            return _nn.conv2d(xp, x, w, stride=stride, padding=padding, dilation=dilation)
+        o = int(w.shape[0])
+        y2 = xp.matmul(self._matrix(xp, w), self.im2col(x, win))  # one GEMM per batch
+        y4 = xp.reshape(y2, (o, win.n, win.out_h, win.out_w))
+        return self.kernel_dense(xp.permute_dims(y4, (1, 0, 2, 3)))
+
+    def shared_conv2d_backward_data(
+        self,
+        dy: Any,
+        w: Any,
+        x_shape: Any,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+    ) -> Any:
+        op = "conv2d_backward_data"
+        xp = namespace_of(dy, w)
+        win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
+        _nn.check_output_shape(op, "dy", dy.shape, win, int(w.shape[0]))
+        _nn.check_float(op, xp.isdtype, dy=dy, w=w)
+        found = self.accelerated(op, win, dy, w)
+        if found is not None:
+            return found
+        if dy.dtype.name not in self.conv_dtypes:
+            return _nn.conv2d_backward_data(
+                xp, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
+            )
+        w2 = self._matrix(xp, w)
+        cols = xp.matmul(xp.permute_dims(w2, (1, 0)), self._channels_first(xp, dy))
+        return self.col2im(cols, win)
+
+    def shared_conv2d_backward_filter(
+        self,
+        x: Any,
+        dy: Any,
+        w_shape: Any,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+    ) -> Any:
+        op = "conv2d_backward_filter"
+        xp = namespace_of(x, dy)
+        win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
+        o = int(w_shape[0])
+        _nn.check_output_shape(op, "dy", dy.shape, win, o)
+        _nn.check_float(op, xp.isdtype, x=x, dy=dy)
+        found = self.accelerated(op, win, x, dy)
+        if found is not None:
+            return found
+        if x.dtype.name not in self.conv_dtypes:
+            return _nn.conv2d_backward_filter(
+                xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
+            )
+        cols = self.im2col(x, win)
+        dw = xp.matmul(self._channels_first(xp, dy), xp.permute_dims(cols, (1, 0)))
+        return xp.reshape(dw, (o, win.c, win.kh, win.kw))
+
+    def shared_conv2d_transpose(
+        self,
+        x: Any,
+        w: Any,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        output_padding: Any = 0,
+    ) -> Any:
+        op = "conv2d_transpose"
+        xp = namespace_of(x, w)
+        win = _nn.conv_transpose_window(
+            op, x.shape, w.shape, stride, padding, dilation, output_padding
+        )
+        _nn.check_float(op, xp.isdtype, x=x, w=w)
+        if x.dtype.name not in self.conv_dtypes:
+            return _nn.conv2d_transpose(
+                xp, x, w, stride=stride, padding=padding, dilation=dilation,
+                output_padding=output_padding,
+            )  # fmt: skip
+        w2 = self._matrix(xp, w)
+        cols = xp.matmul(xp.permute_dims(w2, (1, 0)), self._channels_first(xp, x))
+        return self.col2im(cols, win)
 
     # -- pooling ----------------------------------------------------------------------------------
     def shared_max_pool2d(
