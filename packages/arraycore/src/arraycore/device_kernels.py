@@ -10,7 +10,9 @@ CUDA C++ or plain OpenCL C, with concrete types in every kernel signature.
 arraycore-cuda builds them with NVRTC (through ``cupy.RawModule``); arraycore-opencl builds the
 OpenCL version for the kernels it has no strided version of (average pooling, the softmax family,
 the fused cross-entropy), so the same bodies run in the conformance kit and the nnlayers suite on
-any OpenCL device, PoCL in CI. A third-party GPU backend may use them too.
+any OpenCL device, PoCL in CI. Both backends inherit :class:`KernelHost`, the host side
+(argument checks, shapes, fallbacks, launches, the convolutions as im2col/col2im + matmul). A
+third-party GPU backend may use both.
 
 Every kernel reads and writes C-contiguous arrays starting at their buffer's first element and
 takes its geometry as scalar arguments (no host-to-device copy, no synchronisation to launch).
