@@ -605,6 +605,23 @@ class OpenCLBackend(Backend, KernelHost):
             np.int64(idx._offset),
         )
 
+    # -- device memory -------------------------------------------------------------------------
+    def memory_stats(self) -> dict[str, int]:
+        """Bytes of this device's memory pool: ``used_bytes`` (live arrays), ``peak_bytes`` (the
+        most live at once since the last :meth:`reset_memory_stats`), ``pool_bytes`` (held by
+        the pool, cached free blocks included). Reading them does not wait for the device."""
+        pool = self.rt.pool
+        used = int(pool.active_bytes)
+        return {
+            "used_bytes": used,
+            "peak_bytes": max(int(self.rt.peak_bytes), used),
+            "pool_bytes": int(pool.managed_bytes),
+        }
+
+    def reset_memory_stats(self) -> None:
+        """Start a new peak from what is live now."""
+        self.rt.peak_bytes = int(self.rt.pool.active_bytes)
+
     # -- nn overrides: one launch for im2col, col2im and each max-pooling pass ---------------
     def overrides(self) -> dict[str, Any]:
         """Convolutions (KernelHost's host code on this backend's strided im2col / col2im

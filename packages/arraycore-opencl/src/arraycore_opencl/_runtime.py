@@ -123,6 +123,8 @@ class DeviceRuntime:
         #: Seconds spent building programs, and how many were built (for tests and tuning).
         self.build_seconds = 0.0
         self.builds = 0
+        #: Most bytes the pool has handed out at once since the last reset (memory_stats).
+        self.peak_bytes = 0
 
     # -- programs --------------------------------------------------------------------------------
     def program(self, family: str, dtype: str) -> Any:
@@ -165,8 +167,12 @@ class DeviceRuntime:
 
     # -- memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
-        """A pooled buffer of at least ``nbytes`` (never zero bytes)."""
-        return self.pool.allocate(max(int(nbytes), 8))
+        """A pooled buffer of at least ``nbytes`` (never zero bytes); tracks the peak."""
+        buf = self.pool.allocate(max(int(nbytes), 8))
+        active = self.pool.active_bytes
+        if active > self.peak_bytes:
+            self.peak_bytes = active
+        return buf
 
     def meta(self, values: tuple[int, ...]) -> Any:
         """A read-only device buffer of int64 ``values`` (shapes and strides), cached."""
