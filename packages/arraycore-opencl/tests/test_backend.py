@@ -404,6 +404,16 @@ def test_shared_kernel_host_paths_match_the_reference(
     args = ((3, 2), (2, 1), ((1, 0), (1, 1)))
     got = backend.shared_max_pool2d(view, *args)
     np.testing.assert_array_equal(xp.to_numpy(got), ref.nn.max_pool2d(x, *args))
+    # the shared max-pool kernels (the CUDA backend's), not this backend's strided hooks
+    from arraycore.device_kernels import KernelHost
+
+    pwin = _nn.pool_window("max_pool2d", x.shape, *args)
+    pooled = KernelHost.max_pool(backend, view, pwin)
+    np.testing.assert_array_equal(xp.to_numpy(pooled), ref.nn.max_pool2d(x, *args))
+    g = rng.standard_normal(tuple(pooled.shape)).astype(dtype)
+    grad = KernelHost.max_pool_backward(backend, xp.asarray(g), view, pwin)
+    want = ref.nn.max_pool2d_backward(g, x, *args)
+    np.testing.assert_allclose(xp.to_numpy(grad), want, rtol=1e-5, atol=1e-5)
     dy = rng.standard_normal(tuple(got.shape)).astype(dtype)
     got = backend.shared_max_pool2d_backward(xp.asarray(dy), view, *args)
     want = ref.nn.max_pool2d_backward(dy, x, *args)

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 import numpy as np
 
 from arraycore import backend as _nn
-from arraycore import namespace_of
 from arraycore.backend import (
     Array,
     Backend,
@@ -632,8 +631,8 @@ class OpenCLBackend(Backend, KernelHost):
             "nn.conv2d_backward_data": self.shared_conv2d_backward_data,
             "nn.conv2d_backward_filter": self.shared_conv2d_backward_filter,
             "nn.conv2d_transpose": self.shared_conv2d_transpose,
-            "nn.max_pool2d": self._max_pool2d,
-            "nn.max_pool2d_backward": self._max_pool2d_backward,
+            "nn.max_pool2d": self.shared_max_pool2d,
+            "nn.max_pool2d_backward": self.shared_max_pool2d_backward,
             "nn.avg_pool2d": self.shared_avg_pool2d,
             "nn.avg_pool2d_backward": self.shared_avg_pool2d_backward,
             "nn.softmax": self.shared_softmax,
@@ -658,8 +657,8 @@ class OpenCLBackend(Backend, KernelHost):
         self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), out.size, *args)
         return out
 
-    #: this backend's own im2col/col2im kernels exist for every float dtype
-    conv_dtypes = ("float16", "float32", "float64")
+    #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
+    hook_dtypes = ("float16", "float32", "float64")
 
     def im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
         """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
@@ -672,23 +671,13 @@ class OpenCLBackend(Backend, KernelHost):
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
         return self._nn_launch("col2im", win, out, self._contiguous(cols))
 
-    def _max_pool2d(
-        self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
-    ) -> Array:
-        xp = namespace_of(x)
-        win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
-        _nn.check_float("max_pool2d", xp.isdtype, x=x)
+    def max_pool(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
         return self._nn_launch("max_pool", win, out, x)
 
-    def _max_pool2d_backward(
-        self, dy: Array, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
-    ) -> Array:
-        op = "max_pool2d_backward"
-        xp = namespace_of(dy, x)
-        win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
-        _nn.check_float(op, xp.isdtype, dy=dy, x=x)
+    def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
         return self._nn_launch("max_pool_backward", win, out, x, dy)
 

@@ -433,9 +433,10 @@ class KernelHost(ABC):
         out = self.kernel_empty((win.n, win.c, win.h, win.w), cols.dtype)
         return self._launch_into(out, "col2im", self._dense_arg(cols), *geometry(win))
 
-    #: dtypes :meth:`im2col` / :meth:`col2im` serve (a backend with kernels of its own for more
-    #: dtypes widens it); the convolutions fall back to the reference otherwise.
-    conv_dtypes: tuple[str, ...] = DTYPES
+    #: dtypes the hooks :meth:`im2col`, :meth:`col2im`, :meth:`max_pool` and
+    #: :meth:`max_pool_backward` serve (a backend with kernels of its own for more dtypes widens
+    #: it); the convolutions and max pooling fall back to the reference otherwise.
+    hook_dtypes: tuple[str, ...] = DTYPES
 
     def im2col(self, x: Any, win: Any) -> Any:
         """The columns the convolutions multiply: :meth:`shared_im2col` unless the backend has
@@ -445,6 +446,17 @@ class KernelHost(ABC):
     def col2im(self, cols: Any, win: Any) -> Any:
         """The adjoint of :meth:`im2col` (:meth:`shared_col2im` by default)."""
         return self.shared_col2im(cols, win)
+
+    def max_pool(self, x: Any, win: Any) -> Any:
+        """Max pooling of ``x`` over ``win`` (the shared kernel unless the backend has its own)."""
+        out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
+        return self._launch_into(out, "max_pool", self._dense_arg(x), *geometry(win))
+
+    def max_pool_backward(self, dy: Any, x: Any, win: Any) -> Any:
+        """The gradient of :meth:`max_pool` (each window's first maximum receives its ``dy``)."""
+        out = self.kernel_empty((win.n, win.c, win.h, win.w), dy.dtype)
+        args = (self._dense_arg(x), self._dense_arg(dy), *geometry(win))
+        return self._launch_into(out, "max_pool_backward", *args)
 
     def accelerated(self, op: str, win: Any, *arrays: Any) -> Any:
         """A library's result for convolution ``op`` (``conv2d`` with ``x, w``,
@@ -472,7 +484,7 @@ class KernelHost(ABC):
         found = self.accelerated("conv2d", win, x, w)
         if found is not None:
             return found
-        if x.dtype.name not in self.conv_dtypes:
+        if x.dtype.name not in self.hook_dtypes:
             return _nn.conv2d(xp, x, w, stride=stride, padding=padding, dilation=dilation)
         o = int(w.shape[0])
         y2 = xp.matmul(self._matrix(xp, w), self.im2col(x, win))  # one GEMM per batch
@@ -497,7 +509,7 @@ class KernelHost(ABC):
         found = self.accelerated(op, win, dy, w)
         if found is not None:
             return found
-        if dy.dtype.name not in self.conv_dtypes:
+        if dy.dtype.name not in self.hook_dtypes:
             return _nn.conv2d_backward_data(
                 xp, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
             )
@@ -524,7 +536,7 @@ class KernelHost(ABC):
         found = self.accelerated(op, win, x, dy)
         if found is not None:
             return found
-        if x.dtype.name not in self.conv_dtypes:
+        if x.dtype.name not in self.hook_dtypes:
             return _nn.conv2d_backward_filter(
                 xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
             )
@@ -548,7 +560,7 @@ class KernelHost(ABC):
             op, x.shape, w.shape, stride, padding, dilation, output_padding
         )
         _nn.check_float(op, xp.isdtype, x=x, w=w)
-        if x.dtype.name not in self.conv_dtypes:
+        if x.dtype.name not in self.hook_dtypes:
             return _nn.conv2d_transpose(
                 xp, x, w, stride=stride, padding=padding, dilation=dilation,
                 output_padding=output_padding,
@@ -564,10 +576,9 @@ class KernelHost(ABC):
         xp = namespace_of(x)
         win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("max_pool2d", xp.isdtype, x=x)
-        if x.dtype.name not in DTYPES:
+        if x.dtype.name not in self.hook_dtypes:
             return _nn.max_pool2d(xp, x, kernel_size, stride, padding)
-        out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        return self._launch_into(out, "max_pool", self._dense_arg(x), *geometry(win))
+        return self.max_pool(x, win)
 
     def shared_max_pool2d_backward(
         self, dy: Any, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
@@ -577,11 +588,9 @@ class KernelHost(ABC):
         win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
         _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy, x=x)
-        if x.dtype.name not in DTYPES:
+        if x.dtype.name not in self.hook_dtypes:
             return _nn.max_pool2d_backward(xp, dy, x, kernel_size, stride, padding)
-        out = self.kernel_empty((win.n, win.c, win.h, win.w), dy.dtype)
-        args = (self._dense_arg(x), self._dense_arg(dy), *geometry(win))
-        return self._launch_into(out, "max_pool_backward", *args)
+        return self.max_pool_backward(dy, x, win)
 
     def shared_avg_pool2d(
         self,
