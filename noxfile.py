@@ -134,6 +134,7 @@ nox.options.sessions = [
     "tests_on(opencl)",
     "build",
     "install_check",
+    "wheelhouse",
 ]
 
 
@@ -287,6 +288,161 @@ def install_check(session: nox.Session) -> None:
         session.error(f"arraycore-opencl is not {expected} inside {venv}: {found}")
     session.log(f"arraycore-opencl {found['version']} installed in {found['location']}")
     session.run(python, "-m", "arraycore", "info", external=True)
+
+
+WHEELHOUSE = ROOT / "wheelhouse"
+#: What an offline CUDA node lacks besides our own wheels: (requirement, import name, --no-deps).
+#: The cudnn frontend comes without its nvidia-cutlass-dsl and apache-tvm-ffi requirements (about
+#: 490 MB, for the frontend's own Python-written kernels): the graph API we use needs neither, but
+#: its Python layer falls back to cuda-python's driver bindings, so those come along (installed on
+#: the node only where it lacks them).
+WHEELHOUSE_RUNTIME = (
+    ("nvidia-cudnn-frontend==1.32.0", "cudnn", True),
+    ("cuda-bindings=={cuda}.*", "cuda.bindings", False),
+)
+WHEELHOUSE_OURS = ("arraycore", "arraycore-cuda", "nnlayers")
+#: What the GPU node has installed that our wheels need (for the offline install check here).
+NODE_PACKAGES = ("numpy>=2.1", "tqdm", "pytest", "hypothesis", "safetensors")
+
+
+@nox.session
+def wheelhouse(session: nox.Session) -> None:
+    """Fill wheelhouse/ with what an offline GPU node needs, then install it offline (--no-index).
+
+    ``-- --python 3.12 --platform manylinux_2_28_x86_64 --cuda 13`` (the defaults: the GPU node of
+    packages/arraycore-cuda/README.md). The folder holds our wheels, the cudnn frontend and
+    cuda-bindings for that Python and platform, and ``wheelhouse.json`` (hashes, sizes, roles);
+    its total must stay under 60 MiB. Then, where an interpreter of that Python version exists
+    here, a fresh environment of it with only the node's own packages runs
+    ``arraycore_cuda/verify.py`` against the wheelhouse: the offline install, versions and
+    imports must pass, and the GPU stages must say that there is no GPU.
+    """
+    import argparse
+    import hashlib
+
+    parser = argparse.ArgumentParser(prog="nox -s wheelhouse --")
+    parser.add_argument("--python", default="3.12")
+    parser.add_argument("--platform", default="manylinux_2_28_x86_64")
+    parser.add_argument("--cuda", default="13", choices=["12", "13"])
+    args = parser.parse_args(session.posargs)
+    session.install(BUILD, "pip")
+    shutil.rmtree(WHEELHOUSE, ignore_errors=True)
+    WHEELHOUSE.mkdir()
+    for name in WHEELHOUSE_OURS:
+        session.run(
+            "python", "-m", "build", "--wheel", "--outdir", str(WHEELHOUSE), PACKAGES[name].relpath
+        )
+    target = ["--only-binary=:all:", "--python-version", args.python, "--platform", args.platform]
+    for requirement, _, no_deps in WHEELHOUSE_RUNTIME:
+        pin = requirement.format(cuda=args.cuda)
+        deps = ["--no-deps"] if no_deps else []
+        session.run(
+            "python", "-m", "pip", "download", "--quiet", *deps, *target, "-d", str(WHEELHOUSE), pin
+        )
+    imports = {re.split("[=<>]", req)[0]: module for req, module, _ in WHEELHOUSE_RUNTIME}
+    entries = []
+    for wheel in sorted(WHEELHOUSE.glob("*.whl")):
+        with zipfile.ZipFile(wheel) as archive:
+            meta = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+            text = archive.read(meta).decode()
+        project = re.search(r"^Name: (.+)$", text, re.M).group(1).strip().lower()  # type: ignore[union-attr]
+        version = re.search(r"^Version: (.+)$", text, re.M).group(1).strip()  # type: ignore[union-attr]
+        ours = project in WHEELHOUSE_OURS
+        entries.append(
+            {
+                "file": wheel.name,
+                "project": project,
+                "version": version,
+                "role": "ours" if ours else "runtime",
+                "import": PACKAGES[project].import_name
+                if ours
+                else imports.get(project, project.replace("-", ".")),
+                "bytes": wheel.stat().st_size,
+                "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+            }
+        )
+    total = sum(entry["bytes"] for entry in entries)
+    manifest = {
+        "python": args.python,
+        "platform": args.platform,
+        "cuda": args.cuda,
+        "wheels": entries,
+        "total_bytes": total,
+    }
+    (WHEELHOUSE / "wheelhouse.json").write_text(
+        json.dumps(manifest, indent=2) + "\n", encoding="utf-8"
+    )
+    for entry in entries:
+        session.log(f"{entry['bytes'] / 2**20:7.2f} MiB  {entry['file']}")
+    session.log(f"wheelhouse/: {len(entries)} wheels, {total / 2**20:.1f} MiB in all (cap 60 MiB)")
+    if total > 60 * 2**20:
+        session.error(f"wheelhouse/ is {total / 2**20:.1f} MiB, over the 60 MiB cap")
+    check_wheelhouse_offline(session, args.python)
+
+
+def find_python(version: str) -> str | None:
+    """An interpreter of Python ``version`` on this machine (PATH, then pyenv), or None."""
+    import subprocess
+
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    candidates = [shutil.which(f"python{version}")]
+    candidates += [str(p) for p in sorted(root.glob(f"versions/{version}.*/bin/python{version}"))]
+    for candidate in filter(None, candidates):
+        probe = subprocess.run(
+            [candidate, "-c", "import sys, venv; print('%d.%d' % sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if probe.returncode == 0 and probe.stdout.strip() == version:
+            return candidate
+    return None
+
+
+def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
+    """A fresh Python ``version`` environment with the node's packages runs verify.py offline."""
+    python = find_python(version)
+    if python is None:
+        session.warn(f"no Python {version} here: the offline install of wheelhouse/ is not checked")
+        return
+    tmp = Path(session.create_tmp()).resolve()
+    node, report = tmp / f"node-{version}", tmp / "verify-report"
+    shutil.rmtree(node, ignore_errors=True)
+    shutil.rmtree(report, ignore_errors=True)
+    session.run(python, "-m", "venv", str(node), external=True)
+    node_python = str(node / "bin" / "python")
+    session.run(node_python, "-m", "pip", "install", "--quiet", *NODE_PACKAGES, external=True)
+    verify = PACKAGES["arraycore-cuda"].path / "src" / "arraycore_cuda" / "verify.py"
+    # Exit status 2: no GPU here, and every stage that needs none passed.
+    session.run(
+        node_python,
+        str(verify),
+        "--out",
+        str(report),
+        "--wheelhouse",
+        str(WHEELHOUSE),
+        external=True,
+        success_codes=[0, 1, 2],
+    )
+    result = json.loads((report / "report.json").read_text(encoding="utf-8"))
+    stages = result["stages"]
+    for name in ("wheelhouse", "install", "versions", "imports"):
+        session.log(f"verify {name}: {stages[name]['status']}: {stages[name]['summary']}")
+        if stages[name]["status"] != "passed":
+            session.error(
+                f"verify.py's {name} stage failed offline in Python {version}; see {report}"
+            )
+    site = str(report / "site-packages")
+    for name in WHEELHOUSE_OURS:
+        where = str(stages["versions"]["versions"].get(name) or "")
+        if site not in where:
+            session.error(f"{name} was not imported from the offline install: {where or 'missing'}")
+    gpu = result["gpu"]
+    if not gpu["present"] and any(
+        stages[name]["status"] != "not run" for name in ("conformance", "nnlayers")
+    ):
+        session.error("without a GPU, verify.py ran a GPU stage")
+    session.log(f"offline install into a fresh Python {version} environment: OK ({report})")
 
 
 @nox.session

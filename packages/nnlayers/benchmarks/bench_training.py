@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import gc
+import json
 import os
 import platform
 import re
@@ -558,6 +559,40 @@ def write_docs(path: Path, text: str) -> None:
     path.write_text(f"# Benchmarks\n\n{block}\n", encoding="utf-8")
 
 
+def write_json(
+    path: Path,
+    info: dict[str, str],
+    threads: int,
+    results: list[tuple[Case, list[Impl]]],
+    memory: dict[str, dict[str, int]],
+    sweep: list[tuple[Case, list[Impl]]],
+    notes: list[str],
+) -> None:
+    """The run's figures for programs (the offline GPU verification reads them): median step
+    seconds per case and implementation, peak bytes, the sweep and the notes."""
+    data = {
+        "machine": info,
+        "threads": threads,
+        "cases": [
+            {
+                "name": case.name,
+                "batch": case.batch,
+                "median_seconds": {impl.name: impl.median for impl in impls},
+                "repeats": {impl.name: len(impl.times) for impl in impls},
+                "peak_bytes": memory.get(case.name, {}),
+            }
+            for case, impls in results
+        ],
+        "sweep": [
+            {"name": case.name, "median_seconds": {impl.name: impl.median for impl in impls}}
+            for case, impls in sweep
+        ],
+        "notes": notes,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
 # -- main -----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -565,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short timing budget (a smoke run)")
     parser.add_argument("--budget", type=float, default=None, help="seconds of timing per case")
     parser.add_argument("--write", type=Path, default=None, help="docs page to update")
+    parser.add_argument(
+        "--json", type=Path, default=None, help="also write the medians and peaks as JSON here"
+    )
     parser.add_argument(
         "--only", default="", help="comma-separated subset: mlp,lenet,small,sweep,memory"
     )
@@ -654,6 +692,9 @@ def main(argv: list[str] | None = None) -> int:
     text = report(info, args.threads, pools, steps_md, sweep_md, notes)
     print()
     print(text)
+    if args.json is not None:
+        write_json(args.json, info, args.threads, results, memory, sweep, notes)
+        print(f"wrote {args.json}")
     if args.write is not None:
         path = args.write if args.write.is_absolute() else ROOT / args.write
         write_docs(path, text)

@@ -5,9 +5,10 @@ Selected with ``ARRAYCORE_BACKEND=cuda`` (``ARRAYCORE_DEVICE`` picks the GPU) on
 imports CuPy: on a machine without CuPy, without an NVIDIA driver or without a GPU it still
 imports, and ``arraycore info`` says why the backend cannot run there.
 
-The ``nn`` kernels are arraycore's derived im2col + matmul versions (matmul runs on cuBLAS);
-cuDNN is not used yet. This backend has not yet run on a GPU: see the README for the commands
-that verify it.
+Convolutions and batch-norm run on cuDNN graphs (nvidia-cudnn-frontend) where installed, else
+im2col + cuBLAS; pooling and the softmax family are arraycore's shared kernels compiled by NVRTC.
+This backend has not yet run on a GPU: ``arraycore_cuda.verify`` is the one command that checks
+it on a GPU node without network (see the README).
 """
 
 from .backend import INSTALL_HINT, CudaBackend

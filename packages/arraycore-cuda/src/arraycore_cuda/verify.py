@@ -1,0 +1,524 @@
+"""Verify the cuda backend on a GPU node that has no network: one command, one report.
+
+From a checkout of the repository that has a ``wheelhouse/`` (``nox -s wheelhouse``)::
+
+    python3 packages/arraycore-cuda/src/arraycore_cuda/verify.py --out verify-report
+
+or, where arraycore-cuda and nnlayers are already installed, ``python -m arraycore_cuda.verify
+--out verify-report``. It installs nothing from the network: the wheelhouse's wheels go into
+``<out>/site-packages`` with pip's ``--no-index`` (or are unpacked where the node's Python has no
+pip), and every stage runs in a child process of the node's own Python with that folder first on
+its path. The stages, each with its own timeout, none stopping the others:
+
+``wheelhouse``  the wheelhouse's files match its manifest (hashes, sizes, total under 60 MiB)
+``install``     offline install of the wheelhouse; ``pip check`` for our distributions
+``versions``    driver, GPU, CuPy, libcudnn, cudnn-frontend, PyTorch and our own versions
+``imports``     every module of arraycore, arraycore_cuda and nnlayers imports
+``info``        ``python -m arraycore info`` reports the cuda backend usable (GPU)
+``cuda-tests``  the arraycore-cuda package's tests (GPU)
+``conformance``, ``conformance-no-cudnn``, ``conformance-primitives``  the conformance kit on
+                cuda, also with ``ARRAYCORE_CUDNN=0`` and ``ARRAYCORE_CUDA_OVERRIDES=none`` (GPU)
+``nnlayers``    the nnlayers test suite with ``ARRAYCORE_BACKEND=cuda`` (GPU)
+``demo``        the digits demo on numpy and on cuda: accuracies within 0.5 points (GPU)
+``bench``       the training-step benchmark, nnlayers[cuda] against PyTorch on the same GPU (GPU)
+
+It writes ``report.md`` and ``report.json`` (versions, pass/fail/skip counts, failing tests,
+timings, ratios) and one log per stage into the ``--out`` folder. Exit status: 0 when every stage
+passed on a GPU, 1 when a stage failed, 2 when there is no GPU here (then it runs only the stages
+that need none, and says so in one line).
+
+This file imports nothing but the standard library, so it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+try:  # python -m arraycore_cuda.verify
+    from ._verify_core import (
+        Context,
+        Result,
+        find_repo,
+        no_checkout,
+        outcome,
+        previous_stages,
+        probe_gpu,
+        pytest_stage,
+        repo_path,
+        tail,
+        unpack_wheel,
+        wheel_tags,
+        write_report,
+    )
+except ImportError:  # python3 .../arraycore_cuda/verify.py, before anything is installed
+    from _verify_core import (  # type: ignore[no-redef,import-not-found]
+        Context,
+        Result,
+        find_repo,
+        no_checkout,
+        outcome,
+        previous_stages,
+        probe_gpu,
+        pytest_stage,
+        repo_path,
+        tail,
+        unpack_wheel,
+        wheel_tags,
+        write_report,
+    )
+
+#: The wheelhouse's manifest, written by ``nox -s wheelhouse`` beside the wheels.
+MANIFEST = "wheelhouse.json"
+MAX_WHEELHOUSE_BYTES = 60 * 2**20
+#: The repo's own distributions and their import names.
+OURS = {"arraycore": "arraycore", "arraycore-cuda": "arraycore_cuda", "nnlayers": "nnlayers"}
+#: Requirements of the cudnn frontend that the wheelhouse leaves out on purpose (about 490 MB of
+#: CUTLASS DSL wheels for the frontend's own Python kernels; its graph API does not use them).
+LEFT_OUT = ("nvidia-cutlass-dsl", "apache-tvm-ffi")
+DEMO_TOLERANCE_POINTS = 0.5
+#: The GPU target of the benchmark: nnlayers[cuda] at most this times PyTorch's step time.
+BENCH_TARGET = 1.1
+GPU_STAGES = (
+    "info",
+    "cuda-tests",
+    "conformance",
+    "conformance-no-cudnn",
+    "conformance-primitives",
+    "nnlayers",
+    "demo",
+    "bench",
+)
+HOST_STAGES = ("wheelhouse", "install", "versions", "imports")
+#: Default timeout of each stage, seconds (the whole run also has a --deadline).
+TIMEOUTS = {
+    "wheelhouse": 60,
+    "install": 180,
+    "versions": 120,
+    "imports": 180,
+    "info": 120,
+    "cuda-tests": 300,
+    "conformance": 300,
+    "conformance-no-cudnn": 240,
+    "conformance-primitives": 240,
+    "nnlayers": 540,
+    "demo": 300,
+    "bench": 420,
+}
+
+
+# -- the stages ---------------------------------------------------------------------------------
+def stage_wheelhouse(ctx: Context, timeout: float) -> Result:
+    """Each file of the manifest is there with its hash and size; the total is under 60 MiB."""
+    if ctx.wheelhouse is None:
+        return {"status": "skipped", "summary": "no wheelhouse (using the installed packages)"}
+    manifest = json.loads((ctx.wheelhouse / MANIFEST).read_text(encoding="utf-8"))
+    problems, total = [], 0
+    listed = {entry["file"] for entry in manifest["wheels"]}
+    for extra in sorted(p.name for p in ctx.wheelhouse.glob("*.whl") if p.name not in listed):
+        problems.append(f"{extra} is not in {MANIFEST}")
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    for entry in manifest["wheels"]:
+        path = ctx.wheelhouse / entry["file"]
+        if not path.is_file():
+            problems.append(f"{entry['file']} is missing")
+            continue
+        data = path.read_bytes()
+        total += len(data)
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            problems.append(f"{entry['file']}: sha256 differs from {MANIFEST}")
+        python_tag = wheel_tags(entry["file"])[0]
+        if python_tag.startswith("cp") and python_tag != here:
+            problems.append(f"{entry['file']} is for {python_tag}, this Python is {here}")
+    missing = set(OURS) - {entry["project"] for entry in manifest["wheels"]}
+    problems += [f"no wheel of {name}" for name in sorted(missing)]
+    if total > MAX_WHEELHOUSE_BYTES:
+        problems.append(f"{total / 2**20:.1f} MiB is over the {MAX_WHEELHOUSE_BYTES >> 20} MiB cap")
+    summary = f"{len(manifest['wheels'])} wheels, {total / 2**20:.1f} MiB" + (
+        "; " + "; ".join(problems) if problems else ""
+    )
+    return {
+        "status": "failed" if problems else "passed",
+        "summary": summary,
+        "bytes": total,
+        "wheels": [entry["file"] for entry in manifest["wheels"]],
+        "built_for": {k: manifest.get(k) for k in ("python", "platform", "cuda")},
+    }
+
+
+def importable(ctx: Context, module: str) -> bool:
+    """Whether the node's Python (without our site folder) imports ``module``'s spec."""
+    code = (
+        "import importlib.util as u, sys\n"
+        f"try:\n    sys.exit(u.find_spec({module!r}) is None)\n"
+        "except ImportError:\n    sys.exit(1)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    try:
+        found = subprocess.run([ctx.python, "-c", code], env=env, timeout=60, capture_output=True)
+        return found.returncode == 0
+    except subprocess.TimeoutExpired:
+        return False
+
+
+def stage_install(ctx: Context, timeout: float) -> Result:
+    """Install the wheelhouse offline into ``<out>/site-packages``: our wheels always, the
+    runtime wheels (cudnn frontend, cuda-bindings) only where the node lacks them."""
+    if ctx.wheelhouse is None:
+        return {"status": "skipped", "summary": "no wheelhouse (using the installed packages)"}
+    manifest = json.loads((ctx.wheelhouse / MANIFEST).read_text(encoding="utf-8"))
+    shutil.rmtree(ctx.site, ignore_errors=True)
+    ctx.site.mkdir(parents=True)
+    chosen, kept = [], []
+    for entry in manifest["wheels"]:
+        if entry["role"] == "ours" or not importable(ctx, entry["import"]):
+            chosen.append(ctx.wheelhouse / entry["file"])
+        else:
+            kept.append(f"{entry['project']} (the node has {entry['import']})")
+    has_pip = subprocess.run(
+        [ctx.python, "-m", "pip", "--version"], capture_output=True, timeout=60
+    ).returncode
+    if has_pip == 0:
+        pip = [ctx.python, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile"]
+        pip += ["--disable-pip-version-check", "--find-links", str(ctx.wheelhouse)]
+        run = ctx.run("install", [*pip, "--target", str(ctx.site), *map(str, chosen)], timeout)
+        if run.rc != 0:
+            return outcome(run, False, f"pip install --no-index failed: {tail(run.output, 5)}")
+        how = "pip install --no-index --no-deps --target"
+    else:
+        for wheel in chosen:
+            unpack_wheel(wheel, ctx.site)
+        how = "unpacked (this Python has no pip)"
+    check = ctx.run("install", [ctx.python, "-m", "pip", "check"], 120) if has_pip == 0 else None
+    unmet = []
+    if check is not None and check.rc != 0:
+        for line in check.output.splitlines():
+            if line.startswith("$ ") or not line.strip():
+                continue
+            if any(left in line for left in LEFT_OUT):
+                continue  # left out on purpose; the graph API needs none of it
+            if any(line.lower().startswith(f"{name} ") for name in OURS):
+                unmet.append(line.strip())
+    summary = f"{len(chosen)} wheels {how} into {ctx.site.name}/"
+    if kept:
+        summary += "; kept the node's " + ", ".join(kept)
+    if unmet:
+        summary += "; unmet: " + "; ".join(unmet)
+    return {
+        "status": "failed" if unmet else "passed",
+        "summary": summary,
+        "installed": [p.name for p in chosen],
+    }
+
+
+VERSIONS_CODE = r"""
+import importlib, importlib.metadata as md, importlib.util, json, platform, sys
+out = {"python": sys.version.split()[0], "platform": platform.platform()}
+def dist(name):
+    try:
+        d = md.distribution(name)
+        return f"{d.version} ({d.locate_file('')})"
+    except md.PackageNotFoundError:
+        return None
+for name in ("arraycore", "arraycore-cuda", "nnlayers", "numpy", "cupy-cuda13x", "cupy-cuda12x",
+             "nvidia-cudnn-cu13", "nvidia-cudnn-cu12", "nvidia-cudnn-frontend", "cuda-bindings",
+             "cuda-pathfinder", "torch", "pytest", "hypothesis", "nvidia-cutlass-dsl",
+             "apache-tvm-ffi"):
+    out[name] = dist(name)
+try:
+    import cupy
+    out["cupy.cuda runtime"] = cupy.cuda.runtime.runtimeGetVersion()
+    out["cupy.cuda driver"] = cupy.cuda.runtime.driverGetVersion()
+except Exception as exc:
+    out["cupy error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import cudnn
+    out["libcudnn"] = cudnn.backend_version_string()
+except Exception as exc:
+    out["libcudnn error"] = f"{type(exc).__name__}: {exc}"
+try:
+    import torch
+    out["torch.cuda"] = [torch.version.cuda, torch.cuda.is_available()]
+except Exception as exc:
+    out["torch error"] = f"{type(exc).__name__}: {exc}"
+print("VERSIONS " + json.dumps(out))
+"""
+
+
+def stage_versions(ctx: Context, timeout: float) -> Result:
+    """Driver, GPU, CuPy, libcudnn, cudnn-frontend, torch and our own versions."""
+    run = ctx.run("versions", [ctx.python, "-c", VERSIONS_CODE], timeout)
+    found = next((ln for ln in run.output.splitlines() if ln.startswith("VERSIONS ")), None)
+    if found is None:
+        return outcome(run, False, f"no versions printed: {tail(run.output, 5)}")
+    versions = {
+        "driver CUDA": ctx.gpu.driver_cuda or None,
+        "GPUs": ctx.gpu.devices,
+        **json.loads(found[len("VERSIONS ") :]),
+    }
+    problems = [f"{name} is not installed" for name in OURS if not versions.get(name)]
+    if ctx.gpu.present:
+        problems += gpu_version_problems(versions)
+    summary = "; ".join(
+        f"{k} {str(v).split(' (')[0]}"
+        for k, v in versions.items()
+        if k in ("arraycore", "numpy", "cupy-cuda13x", "cupy-cuda12x", "libcudnn", "torch") and v
+    )
+    if problems:
+        summary += "; " + "; ".join(problems)
+    return outcome(run, not problems, summary, versions=versions, problems=problems)
+
+
+def gpu_version_problems(versions: dict[str, Any]) -> list[str]:
+    """What keeps the cuda backend from its full path on a GPU node: CuPy missing or built for a
+    newer CUDA than the driver's, libcudnn or the cudnn frontend missing."""
+    problems = []
+    if "cupy error" in versions:
+        problems.append(f"CuPy does not import: {versions['cupy error']}")
+    else:
+        runtime, driver = versions["cupy.cuda runtime"], versions["cupy.cuda driver"]
+        if runtime // 1000 > driver // 1000:
+            problems.append(f"CuPy's CUDA runtime {runtime} is newer than the driver's {driver}")
+    if not versions.get("nvidia-cudnn-frontend"):
+        problems.append("nvidia-cudnn-frontend is not installed")
+    elif "libcudnn error" in versions:
+        problems.append(f"libcudnn does not load: {versions['libcudnn error']}")
+    return problems
+
+
+IMPORTS_CODE = r"""
+import importlib, pkgutil, sys, traceback
+failed, count = [], 0
+for top in ("arraycore", "arraycore_cuda", "nnlayers"):
+    try:
+        package = importlib.import_module(top)
+    except BaseException as exc:
+        failed.append(f"{top}: {type(exc).__name__}: {exc}")
+        continue
+    names = [top] + [m.name for m in pkgutil.walk_packages(package.__path__, top + ".",
+                                                           onerror=failed.append)]
+    for name in names:
+        try:
+            importlib.import_module(name)
+            count += 1
+        except BaseException as exc:
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print(f"IMPORTED {count}")
+for line in failed:
+    print(f"FAILED {line}")
+sys.exit(1 if failed else 0)
+"""
+
+
+def stage_imports(ctx: Context, timeout: float) -> Result:
+    """Every module of arraycore, arraycore_cuda and nnlayers imports."""
+    run = ctx.run("imports", [ctx.python, "-c", IMPORTS_CODE], timeout)
+    count = re.search(r"^IMPORTED (\d+)$", run.output, re.M)
+    failed = [ln[len("FAILED ") :] for ln in run.output.splitlines() if ln.startswith("FAILED ")]
+    summary = f"{count.group(1) if count else 0} modules imported"
+    if failed or run.rc != 0:
+        summary += f"; {len(failed)} failed" + (f": {failed[0]}" if failed else "")
+    return outcome(run, run.rc == 0 and count is not None, summary, failures=failed)
+
+
+def stage_info(ctx: Context, timeout: float) -> Result:
+    run = ctx.run(
+        "info", [ctx.python, "-m", "arraycore", "info"], timeout, ARRAYCORE_BACKEND="cuda"
+    )
+    usable = re.search(r"^\s+cuda: usable", run.output, re.M) is not None
+    path = re.search(r"nn kernels: (.*)$", run.output, re.M)
+    summary = "cuda usable" if usable else "cuda NOT usable: " + tail(run.output, 3)
+    if path:
+        summary += f"; nn kernels: {path.group(1)}"
+    return outcome(run, run.rc == 0 and usable, summary, text=run.output)
+
+
+def stage_cuda_tests(ctx: Context, timeout: float) -> Result:
+    tests = repo_path(ctx, "packages", "arraycore-cuda", "tests")
+    if tests is None:
+        return no_checkout("packages/arraycore-cuda/tests")
+    return pytest_stage(ctx, "cuda-tests", [str(tests)], timeout)
+
+
+def conformance_stage(name: str, **env: str) -> Callable[[Context, float], Result]:
+    def stage(ctx: Context, timeout: float) -> Result:
+        args = ["--pyargs", "arraycore.testing.conformance", "--arraycore-backend=cuda"]
+        return pytest_stage(ctx, name, args, timeout, **env)
+
+    stage.__doc__ = f"The conformance kit on cuda{' with ' + str(env) if env else ''}."
+    return stage
+
+
+def stage_nnlayers(ctx: Context, timeout: float) -> Result:
+    tests = repo_path(ctx, "packages", "nnlayers", "tests")
+    if tests is None:
+        return no_checkout("packages/nnlayers/tests")
+    return pytest_stage(ctx, "nnlayers", [str(tests)], timeout, ARRAYCORE_BACKEND="cuda")
+
+
+ACCURACY = re.compile(r"held-out accuracy ([0-9.]+)%")
+
+
+def stage_demo(ctx: Context, timeout: float) -> Result:
+    """The digits demo on numpy, then on cuda; the accuracies differ by at most 0.5 points."""
+    found: dict[str, Any] = {}
+    for backend in ("numpy", "cuda"):
+        folder = ctx.out / f"demo-{backend}"
+        cmd = [ctx.python, "-m", "nnlayers.demo", "--quiet", "--out", str(folder)]
+        run = ctx.run(f"demo-{backend}", cmd, timeout / 2, ARRAYCORE_BACKEND=backend)
+        match = ACCURACY.search(run.output)
+        found[backend] = {
+            "rc": run.rc,
+            "seconds": round(run.seconds, 1),
+            "accuracy": float(match.group(1)) if match else None,
+        }
+        if run.timed_out:
+            return outcome(run, False, f"the {backend} demo did not finish", runs=found)
+    acc = [found[b]["accuracy"] for b in ("numpy", "cuda")]
+    if None in acc:
+        return {"status": "failed", "summary": f"no accuracy printed: {found}", "runs": found}
+    diff = abs(acc[0] - acc[1])
+    ok = diff <= DEMO_TOLERANCE_POINTS and all(found[b]["rc"] == 0 for b in found)
+    summary = f"numpy {acc[0]:.2f}%, cuda {acc[1]:.2f}% ({diff:.2f} points apart)"
+    return {"status": "passed" if ok else "failed", "summary": summary, "runs": found}
+
+
+def stage_bench(ctx: Context, timeout: float) -> Result:
+    """nnlayers[cuda] against PyTorch on the same GPU: ratios of median step times."""
+    script = repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_training.py")
+    if script is None:
+        return no_checkout("packages/nnlayers/benchmarks")
+    result = ctx.out / "bench.json"
+    result.unlink(missing_ok=True)
+    budget = "1" if ctx.quick else "6"
+    cmd = [ctx.python, str(script), "--budget", budget, "--only", "mlp,lenet,small,memory"]
+    run = ctx.run("bench", [*cmd, "--json", str(result)], timeout, ARRAYCORE_BACKEND="cuda")
+    if not result.is_file():
+        return outcome(run, False, f"no results written: {tail(run.output, 5)}")
+    data = json.loads(result.read_text(encoding="utf-8"))
+    ratios = {}
+    for case in data["cases"]:
+        times = case["median_seconds"]
+        if times.get("nnlayers[cuda]") and times.get("PyTorch[cuda]"):
+            ratios[case["name"]] = round(times["nnlayers[cuda]"] / times["PyTorch[cuda]"], 3)
+    if not ratios:
+        return outcome(run, False, "no nnlayers[cuda] / PyTorch[cuda] pair was timed", bench=data)
+    summary = "; ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
+    met = all(ratio <= BENCH_TARGET for ratio in ratios.values())
+    summary += f" (target <= {BENCH_TARGET}x: {'met' if met else 'NOT met'})"
+    return outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
+
+
+STAGES: dict[str, Callable[[Context, float], Result]] = {
+    "wheelhouse": stage_wheelhouse,
+    "install": stage_install,
+    "versions": stage_versions,
+    "imports": stage_imports,
+    "info": stage_info,
+    "cuda-tests": stage_cuda_tests,
+    "conformance": conformance_stage("conformance"),
+    "conformance-no-cudnn": conformance_stage("conformance-no-cudnn", ARRAYCORE_CUDNN="0"),
+    "conformance-primitives": conformance_stage(
+        "conformance-primitives", ARRAYCORE_CUDA_OVERRIDES="none"
+    ),
+    "nnlayers": stage_nnlayers,
+    "demo": stage_demo,
+    "bench": stage_bench,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m arraycore_cuda.verify",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+    )
+    parser.add_argument("--out", type=Path, required=True, help="folder for the report and logs")
+    parser.add_argument(
+        "--wheelhouse",
+        type=Path,
+        default=None,
+        help="folder of `nox -s wheelhouse` (default: <repo>/wheelhouse if it exists)",
+    )
+    parser.add_argument("--no-wheelhouse", action="store_true", help="use what is installed")
+    parser.add_argument("--repo", type=Path, default=None, help="repository checkout (for tests)")
+    parser.add_argument("--only", default="", help="comma-separated stages to run")
+    parser.add_argument("--deadline", type=float, default=1140.0, help="seconds for the run")
+    parser.add_argument("--quick", action="store_true", help="short benchmark budget")
+    args = parser.parse_args(argv)
+
+    only = [s for s in args.only.split(",") if s]
+    unknown = sorted(set(only) - set(STAGES))
+    if unknown:
+        parser.error(f"unknown stage(s) {', '.join(unknown)}; stages: {', '.join(STAGES)}")
+    here = Path(__file__).resolve().parent
+    repo = args.repo or find_repo(Path.cwd()) or find_repo(here)
+    wheelhouse = None
+    if not args.no_wheelhouse:
+        wheelhouse = args.wheelhouse or (repo / "wheelhouse" if repo else None)
+        if wheelhouse is not None and not (wheelhouse / MANIFEST).is_file():
+            if args.wheelhouse is not None:
+                parser.error(f"{wheelhouse} has no {MANIFEST}: build it with nox -s wheelhouse")
+            wheelhouse = None
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    start, started = time.monotonic(), time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    ctx = Context(
+        python=sys.executable,
+        out=out,
+        repo=repo.resolve() if repo else None,
+        wheelhouse=wheelhouse.resolve() if wheelhouse else None,
+        site=out / "site-packages",
+        deadline=start + args.deadline,
+        gpu=probe_gpu(),
+        quick=args.quick,
+    )
+    results: dict[str, Result] = {}
+    earlier = previous_stages(out / "report.json") if only else {}
+    for name, stage in STAGES.items():
+        if only and name not in only and name in earlier:
+            results[name] = {**earlier[name], "earlier run": True}
+            continue
+        if only and name not in only:
+            continue
+        if name in GPU_STAGES and not ctx.gpu.present:
+            results[name] = {"status": "not run", "summary": f"needs a GPU: {ctx.gpu.reason}"}
+            continue
+        if time.monotonic() >= ctx.deadline:
+            results[name] = {"status": "not run", "summary": "the run's deadline had passed"}
+            continue
+        began = time.monotonic()
+        try:
+            result = stage(ctx, TIMEOUTS[name])
+        except Exception as exc:  # a bug here must not stop the other stages
+            result = {"status": "error", "summary": f"{type(exc).__name__}: {exc}"}
+        result["seconds"] = round(time.monotonic() - began, 1)
+        results[name] = result
+        if ctx.gpu.present:
+            print(f"{name}: {result['status']} ({result['seconds']} s) {result['summary']}")
+        write_report(ctx, results, started, time.monotonic() - start)
+    write_report(ctx, results, started, time.monotonic() - start)
+    bad = [n for n, r in results.items() if r["status"] not in ("passed", "skipped", "not run")]
+    if not ctx.gpu.present:
+        ran = ", ".join(f"{n} {r['status']}" for n, r in results.items() if n in HOST_STAGES)
+        print(
+            f"arraycore_cuda.verify: no NVIDIA GPU here ({ctx.gpu.reason}); ran only the stages "
+            f"that need none ({ran}); report in {out / 'report.md'}",
+            file=sys.stderr,
+        )
+        return 1 if bad else 2
+    print(f"report: {out / 'report.md'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

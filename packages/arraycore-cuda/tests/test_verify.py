@@ -1,0 +1,230 @@
+"""The offline GPU verification (``arraycore_cuda.verify``): its stages that need no GPU.
+
+The GPU stages themselves run only on a GPU node; here the machinery around them (the one-line
+answer without a GPU, the report, the wheelhouse and install checks, pytest counting, timeouts)
+runs for real on this machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import arraycore
+import arraycore_cuda
+from arraycore_cuda import verify
+
+SCRIPT = Path(verify.__file__)
+
+
+def run_verify(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def context(tmp_path: Path, wheelhouse: Path | None = None) -> verify.Context:
+    return verify.Context(
+        python=sys.executable,
+        out=tmp_path / "report",
+        repo=None,
+        wheelhouse=wheelhouse,
+        site=tmp_path / "report" / "site-packages",
+        deadline=time.monotonic() + 600,
+        gpu=verify.probe_gpu(),
+    )
+
+
+def test_without_a_gpu_it_says_so_in_one_line_and_exits_non_zero(tmp_path: Path) -> None:
+    gpu = verify.probe_gpu()
+    if gpu.present:
+        pytest.skip(f"this machine has a GPU ({gpu.devices}): the GPU stages would run")
+    out = tmp_path / "report"
+    done = run_verify("--out", str(out), "--no-wheelhouse")
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "no NVIDIA GPU here" in lines[0] and gpu.reason in lines[0]
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    stages = report["stages"]
+    assert stages["imports"]["status"] == "passed"
+    assert int(stages["imports"]["summary"].split()[0]) > 50
+    versions = stages["versions"]["versions"]
+    assert versions["arraycore"].startswith(arraycore.__version__ + " (")
+    assert versions["arraycore-cuda"].startswith(arraycore_cuda.__version__ + " (")
+    for name in verify.GPU_STAGES:
+        assert stages[name]["status"] == "not run"
+        assert gpu.reason in stages[name]["summary"]
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    assert "| imports | passed |" in markdown and "| nnlayers | not run |" in markdown
+
+
+def test_a_module_that_fails_to_import_fails_the_imports_stage(tmp_path: Path) -> None:
+    broken = tmp_path / "shadow" / "nnlayers"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("raise RuntimeError('broken on purpose')\n")
+    ctx = context(tmp_path)
+    ctx.site = tmp_path / "shadow"  # first on the children's path, as the offline install is
+    result = verify.stage_imports(ctx, 120)
+    assert result["status"] == "failed"
+    assert any("broken on purpose" in failure for failure in result["failures"])
+
+
+def test_unknown_stage_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_verify("--out", str(tmp_path), "--only", "imports,warp-drive")
+    assert done.returncode == 2
+    assert "unknown stage(s) warp-drive" in done.stderr and "conformance" in done.stderr
+
+
+def test_pytest_stage_counts_failures_and_skips(tmp_path: Path) -> None:
+    tests = tmp_path / "suite" / "test_sample.py"
+    tests.parent.mkdir()
+    tests.write_text(
+        "import pytest\n"
+        "def test_ok():\n    assert 1 + 1 == 2\n"
+        "def test_bad():\n    assert 1 + 1 == 3, 'arithmetic'\n"
+        "def test_skipped():\n    pytest.skip('needs two GPUs')\n"
+    )
+    result = verify.pytest_stage(context(tmp_path), "sample", [str(tests)], 120)
+    assert result["status"] == "failed"
+    assert (result["passed"], result["failed"], result["skipped"]) == (1, 1, 1)
+    assert len(result["failures"]) == 1 and "test_bad" in result["failures"][0]
+    assert result["skip_reasons"] == {"needs two GPUs": 1}
+    assert (tmp_path / "report" / "logs" / "sample.log").is_file()
+
+
+def test_a_stage_past_its_timeout_is_killed_and_the_run_goes_on(tmp_path: Path) -> None:
+    ctx = context(tmp_path)
+    start = time.monotonic()
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    run = ctx.run("sleepy", [sys.executable, "-c", code], timeout=2)
+    assert run.timed_out and time.monotonic() - start < 30
+    assert verify.outcome(run, True, "slept")["status"] == "timeout"
+    after = ctx.run("next", [sys.executable, "-c", "print('still here')"], timeout=60)
+    assert after.rc == 0 and "still here" in after.output
+
+
+def make_wheel(
+    folder: Path, project: str, version: str, tag: str = "py3-none-any", requires: str = ""
+) -> Path:
+    """A small but real wheel: one module, its dist-info, and a file under .data/purelib."""
+    module = project.replace("-", "_")
+    path = folder / f"{module}-{version}-{tag}.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr(f"{module}/__init__.py", f"NAME = {project!r}\n")
+        archive.writestr(f"{module}-{version}.data/purelib/{module}_extra.py", "EXTRA = 1\n")
+        info = f"{module}-{version}.dist-info"
+        archive.writestr(
+            f"{info}/METADATA",
+            f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n"
+            + (f"Requires-Dist: {requires}\n" if requires else ""),
+        )
+        archive.writestr(
+            f"{info}/entry_points.txt", f"[arraycore.backends]\n{module} = {module}:NAME\n"
+        )
+        archive.writestr(
+            f"{info}/WHEEL", f"Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: {tag}\n"
+        )
+        archive.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def write_manifest(folder: Path, wheels: list[Path]) -> None:
+    entries = []
+    for wheel in wheels:
+        project = wheel.name.split("-")[0].replace("_", "-")
+        entries.append(
+            {
+                "file": wheel.name,
+                "project": project,
+                "version": wheel.name.split("-")[1],
+                "role": "ours" if project in verify.OURS else "runtime",
+                "import": project.replace("-", "_"),
+                "bytes": wheel.stat().st_size,
+                "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
+            }
+        )
+    manifest = {"python": "3.12", "platform": "manylinux_2_28_x86_64", "cuda": "13"}
+    (folder / verify.MANIFEST).write_text(json.dumps({**manifest, "wheels": entries}))
+
+
+def test_wheelhouse_stage_checks_hashes_tags_and_completeness(tmp_path: Path) -> None:
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    wheels = [make_wheel(house, name, "0.1.0") for name in verify.OURS]
+    write_manifest(house, wheels)
+    ctx = context(tmp_path, house)
+    good = verify.stage_wheelhouse(ctx, 60)
+    assert good["status"] == "passed", good
+    assert good["bytes"] == sum(w.stat().st_size for w in wheels)
+
+    here = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    other = "cp39" if here != "cp39" else "cp310"
+    foreign = make_wheel(house, "cuda-bindings", "13.5.0", f"{other}-{other}-manylinux_2_28_x86_64")
+    write_manifest(house, [*wheels, foreign])
+    with zipfile.ZipFile(wheels[0], "a") as archive:  # tampered after the manifest was written
+        archive.writestr("arraycore/evil.py", "")
+    make_wheel(house, "stray", "1.0")  # not in the manifest
+    bad = verify.stage_wheelhouse(ctx, 60)
+    assert bad["status"] == "failed"
+    assert "sha256 differs" in bad["summary"] and wheels[0].name in bad["summary"]
+    assert f"is for {other}, this Python is {here}" in bad["summary"]
+    assert "stray-1.0-py3-none-any.whl is not in" in bad["summary"]
+
+    write_manifest(house, wheels[1:])
+    (house / "stray-1.0-py3-none-any.whl").unlink()
+    foreign.unlink()
+    assert "no wheel of arraycore" in verify.stage_wheelhouse(ctx, 60)["summary"]
+
+
+def test_unpacked_wheel_imports_with_its_metadata_and_entry_points(tmp_path: Path) -> None:
+    wheel = make_wheel(tmp_path, "demo-backend", "2.0")
+    site = tmp_path / "site"
+    verify.unpack_wheel(wheel, site)
+    code = (
+        "import importlib.metadata as m, demo_backend, demo_backend_extra\n"
+        "eps = m.entry_points(group='arraycore.backends')\n"
+        "print(m.version('demo-backend'), [e.value for e in eps if e.name == 'demo_backend'])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip() == "2.0 ['demo_backend:NAME']"
+
+
+def test_install_stage_installs_offline_and_reports_unmet_requirements(tmp_path: Path) -> None:
+    house = tmp_path / "wheelhouse"
+    house.mkdir()
+    # nnlayers needs something the node does not have: pip check must name it
+    wheels = [
+        make_wheel(house, name, "0.1.0", requires="no-such-dist-xyz" if name == "nnlayers" else "")
+        for name in verify.OURS
+    ]
+    write_manifest(house, wheels)
+    ctx = context(tmp_path, house)
+    result = verify.stage_install(ctx, 120)
+    assert sorted(result["installed"]) == sorted(w.name for w in wheels)
+    assert (ctx.site / "arraycore_cuda" / "__init__.py").is_file()
+    assert result["status"] == "failed" and "no-such-dist-xyz" in result["summary"]
+
+
+def test_only_reruns_some_stages_and_keeps_the_earlier_ones(tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    first = run_verify("--out", str(out), "--no-wheelhouse", "--only", "versions")
+    assert first.returncode in (0, 1, 2), first.stderr
+    second = run_verify("--out", str(out), "--no-wheelhouse", "--only", "imports")
+    assert second.returncode in (0, 1, 2), second.stderr
+    stages = json.loads((out / "report.json").read_text(encoding="utf-8"))["stages"]
+    assert stages["versions"]["status"] == "passed" and stages["versions"]["earlier run"]
+    assert stages["imports"]["status"] == "passed" and "earlier run" not in stages["imports"]
+    assert "| versions | passed (earlier run) |" in (out / "report.md").read_text()
