@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import arraycore
 from nnlayers.testing import tolerances
+
+# Every graph the suite compiles asserts that each op's output and gradients have the shape and
+# dtype that setup inferred (Graph's check_specs), so a declaration that lies fails a test.
+os.environ.setdefault("NNLAYERS_CHECK_SPECS", "1")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -104,7 +104,7 @@ def test_forward_only_releases_intermediates() -> None:
         h = ex.tanh(h)
     graph = nnlayers.compile(ex.sum(h), wrt=[])
     plan = graph.specialise(batch_size=2)
-    slots = graph._slots(plan, [graph.xp.ones((2, 4))])
+    slots = graph._slots(plan, [graph.xp.ones((2, 4), dtype=x.dtype)])
     plan.run_forward(slots, None)
     assert sum(v is not None for v in slots) == 1  # only the output is still held
 
@@ -117,7 +117,7 @@ def test_training_forward_keeps_only_what_backward_reads() -> None:
         h = h + one  # add keeps nothing for backward
     graph = nnlayers.compile(ex.sum(h), wrt=[x])
     plan = graph.specialise(batch_size=2)
-    slots = graph._slots(plan, [graph.xp.ones((2, 4))])
+    slots = graph._slots(plan, [graph.xp.ones((2, 4), dtype=x.dtype)])
     plan.run_forward(slots, [None] * plan.size)
     assert sum(v is not None for v in slots) == 0  # the constant is not read by backward either
 

@@ -327,6 +327,13 @@ def as_expr(value: Any, like: Expr | None = None) -> Expr:
     return constant(value)
 
 
+def as_exprs(*values: Any) -> tuple[Expr, ...]:
+    """Each value as an expression, Python numbers and NumPy arrays taking the dtype of the first
+    expression among them (so a float64 graph stays float64 whatever the argument order)."""
+    like = next((v for v in values if isinstance(v, Expr)), None)
+    return tuple(as_expr(v, like) for v in values)
+
+
 def infer_specs(outputs: list[Expr]) -> None:
     """Infer the spec of every node that ``outputs`` depend on.
 

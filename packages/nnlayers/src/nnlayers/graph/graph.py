@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +59,7 @@ class Graph:
         seed: int = 0,
         check_finite: bool = False,
         training: bool = True,
+        check_specs: bool | None = None,
     ) -> None:
         self._single = not isinstance(outputs, list | tuple)
         outs = [as_expr(o) for o in ([outputs] if self._single else list(outputs))]
@@ -79,6 +81,9 @@ class Graph:
         self.xp = xp = arraycore.namespace()
         self.state = RunState(training, xp.random.default_rng(seed))
         self._check_finite = check_finite
+        if check_specs is None:
+            check_specs = os.environ.get("NNLAYERS_CHECK_SPECS", "") not in ("", "0")
+        self._check_specs = check_specs
         a = self.analysis
         self._placeholders = [(i, nodes[i]) for i in a.placeholders]
         self._by_name = {n.name: n for _, n in self._placeholders if n.name}
@@ -217,7 +222,14 @@ class Graph:
                     f"feed: {node.describe()} expects shape {format_shape(want)}, got {format_shape(shape)}"
                 )
             shapes[i] = shape
-        plan = Plan(self.analysis, shapes, self.xp, self.state, guard=self._check_finite)
+        plan = Plan(
+            self.analysis,
+            shapes,
+            self.xp,
+            self.state,
+            guard=self._check_finite,
+            check_specs=self._check_specs,
+        )
         self._plans[key] = plan
         if len(self._plans) > _MAX_PLANS:
             self._plans.popitem(last=False)
@@ -262,6 +274,9 @@ class Graph:
 def compile(outputs: Any, wrt: list[Expr] | None = None, **options: Any) -> Graph:  # noqa: A001
     """Compile ``outputs`` (one expression or a list; the first is the loss) into a :class:`Graph`.
 
-    Options: ``seed`` (dropout), ``check_finite`` (NaN/Inf guard), ``training`` (start phase).
+    Options: ``seed`` (dropout), ``check_finite`` (NaN/Inf guard), ``training`` (start phase),
+    ``check_specs`` (assert that every op's output and gradients have the shape and dtype setup
+    inferred; default: on when the environment variable ``NNLAYERS_CHECK_SPECS=1``, as the test
+    suite sets it).
     """
     return Graph(outputs, wrt, **options)

@@ -63,3 +63,51 @@ def guard_backward(fn: Any, xp: Any, node: Expr, nodes: list[Expr], inputs: tupl
         return grads
 
     return run
+
+
+def _mismatch(value: Any, spec: Any) -> str | None:
+    """How ``value`` differs from ``spec`` (shape, dtype), or None."""
+    shape, dtype = getattr(value, "shape", None), getattr(value, "dtype", None)
+    if shape is None or dtype is None:
+        return f"a {type(value).__name__}, not an array"
+    problems = []
+    if tuple(int(d) for d in shape) != tuple(spec.shape):
+        problems.append(f"shape {tuple(shape)} where inference declared {tuple(spec.shape)}")
+    if str(dtype) != spec.dtype.name:
+        problems.append(f"dtype {dtype} where inference declared {spec.dtype.name}")
+    return "; ".join(problems) or None
+
+
+def check_specs_forward(fn: Any, node: Expr, spec: Any, has_residual: bool) -> Any:
+    """``fn`` followed by a check that its output has the shape and dtype setup inferred."""
+
+    def run(*inputs: Any) -> Any:
+        result = fn(*inputs)
+        problem = _mismatch(result[0] if has_residual else result, spec)
+        if problem:
+            raise AssertionError(f"spec check: forward of {describe_node(node)} returned {problem}")
+        return result
+
+    return run
+
+
+def check_specs_backward(fn: Any, node: Expr, out_spec: Any, in_specs: list[Any]) -> Any:
+    """``fn`` (a bound backward) followed by a check that each gradient has its input's shape
+    and its input's dtype (or the output's, which the plan casts from)."""
+
+    def run(dy: Any, *args: Any) -> Any:
+        grads = fn(dy, *args)
+        for k, (g, spec) in enumerate(zip(grads, in_specs, strict=True)):
+            if g is None:
+                continue
+            problem = _mismatch(g, spec)
+            if problem and str(getattr(g, "dtype", "")) == out_spec.dtype.name:
+                problem = _mismatch(g, type(spec)(spec.shape, out_spec.dtype))
+            if problem:
+                raise AssertionError(
+                    f"spec check: backward of {describe_node(node)} returned, for input {k}, "
+                    f"{problem}"
+                )
+        return grads
+
+    return run

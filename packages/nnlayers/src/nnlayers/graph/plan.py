@@ -7,7 +7,8 @@ lives only until its last reader (in forward, or in backward when backward keeps
 Gradient accumulation at fan-out: a node's first contribution is stored as is (it may alias
 another array); the second is added into a new array, which the plan then owns, so the third and
 later ones are added in place (``xp.inplace.add``). No array another node still holds is ever
-written.
+written. A gradient handed back for a ``wrt`` node is copied unless the op that made it declares
+``fresh_grads`` (or summed it), so no two parameters' gradients ever share memory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 from ..expr.node import run_infer
 from ..expr.spec import Spec
 from .analysis import Analysis
-from .guard import guard_backward, guard_forward
+from .guard import check_specs_backward, check_specs_forward, guard_backward, guard_forward
 
 ASSIGN, ADD, ADD_INPLACE = 0, 1, 2
 
@@ -36,10 +37,12 @@ class Plan:
         xp: Any,
         state: Any,
         guard: bool = False,
+        check_specs: bool = False,
     ) -> None:
         self.analysis = a = analysis
         self.xp = xp
         self.guard = guard
+        self.check_specs = check_specs
         n = len(a.nodes)
         self.size = n
         specs: list[Spec] = []
@@ -89,12 +92,15 @@ class Plan:
                 count = contributions[j]
                 scalar = len(self.specs[j].shape) == 0
                 mode = ASSIGN if count == 1 else ADD if count == 2 or scalar else ADD_INPLACE
-                aliasing[j] = count == 1 and op.grad_may_alias and not _reduces(op, k)
+                aliasing[j] = count == 1 and not op.fresh_grads and not _reduces(op, k)
                 cast = self.specs[j].dtype if self.specs[j].dtype != self.specs[i].dtype else None
                 actions.append((k, j, mode, cast))
             backward = _bind_backward(op, xp, needs)
             if self.guard:
                 backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
+            if self.check_specs:
+                in_specs = [self.specs[j] for j in ins]
+                backward = check_specs_backward(backward, a.nodes[i], self.specs[i], in_specs)
             # plain first contributions (no cast) are stored by the fastest loop of run_backward
             assigns = tuple(
                 (k, j) for k, j, mode, cast in actions if mode == ASSIGN and cast is None
@@ -156,6 +162,8 @@ class Plan:
                         fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
                 else:
                     fn = partial(op.forward_inplace, xp, donor)
+                if self.check_specs:
+                    fn = check_specs_forward(fn, a.nodes[i], self.specs[i], op.has_residual)
                 phase_residual = residual if steps is self.forward_steps_train else min(residual, 1)
                 steps.append((fn, _getter(a.inputs[i]), i, phase_residual, frees))
         self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
@@ -241,13 +249,15 @@ class Plan:
             for j in frees:
                 values[j] = None
         result = []
+        seen: set[int] = set()
         for w, copied in self.wrt_results:
             g = grads[w]
             if g is None:
                 spec = self.specs[w]
                 g = xp.zeros(spec.shape, dtype=spec.dtype)
-            elif copied:
+            elif copied or id(g) in seen:
                 g = xp.astype(g, g.dtype, copy=True)
+            seen.add(id(g))
             result.append(g)
         return result
 

@@ -50,9 +50,12 @@ class Op:
     keep_output: ClassVar[bool] = False
     #: Whether forward returns ``(output, residual)``.
     has_residual: ClassVar[bool] = False
-    #: Whether backward may return ``dy`` itself or a view of it (the graph then never lets a
-    #: parameter's ``.grad`` share memory with another array).
-    grad_may_alias: ClassVar[bool] = False
+    #: Whether backward returns only new arrays that share memory with nothing else: not ``dy``,
+    #: not a view of it or of an input, and not one array for two inputs. An op that does not
+    #: declare it is taken to possibly return ``dy`` or a view (identities, reshapes, slices), and
+    #: the plan copies a parameter gradient that comes straight from such an op, so every
+    #: parameter owns its ``.grad`` whatever the graph looks like.
+    fresh_grads: ClassVar[bool] = False
     #: Inputs that never receive a gradient (batch-norm running statistics).
     nondiff_inputs: ClassVar[tuple[int, ...]] = ()
     #: Whether forward depends on the train/eval phase or draws random numbers (``self.state``).
@@ -132,6 +135,19 @@ def require_float(op: str, *specs: Spec) -> None:
     for s in specs:
         if not s.is_float:
             raise TypeError(f"needs floating-point inputs, got {s.dtype.name}")
+
+
+def require_same_dtype(**specs: Spec) -> None:
+    """Raise unless every named input has one dtype (kernels such as cuDNN's convolutions and
+    batch-norm take a single dtype; a float64 filter on float32 images is a mistake to report
+    when the graph is built, not a cast to hide)."""
+    dtypes = {name: s.dtype for name, s in specs.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{name} {dt.name}" for name, dt in dtypes.items())
+        raise TypeError(
+            f"needs one floating-point dtype for all its inputs, got {listed}; "
+            "cast one with ex.astype(..., dtype) or give the Parameter that dtype"
+        )
 
 
 def result_dtype(*specs: Spec) -> np.dtype:

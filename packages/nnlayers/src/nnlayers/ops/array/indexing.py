@@ -39,6 +39,8 @@ def _normalize_key(key: Any, ndim: int) -> tuple[Any, ...]:
 class GetItem(Op):
     """``x[key]`` with basic indexing; the gradient is ``dy`` written into zeros of ``x``'s shape."""
 
+    fresh_grads = True
+
     name = "getitem"
 
     def __init__(self, key: Any) -> None:
@@ -81,6 +83,8 @@ class Take(Op):
 
     The gradient scatters ``dy`` back with ``scatter_add``, so repeated indices accumulate.
     """
+
+    fresh_grads = True
 
     name = "take"
     keep_inputs = (1,)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from ...expr.node import Expr, as_expr
+from ...expr.node import Expr, as_expr, as_exprs
 from ...expr.spec import Spec, format_shape, normalize_axes
 from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
 
@@ -14,7 +14,6 @@ class Concat(Op):
     """Inputs joined along an existing ``axis``; each gradient is its slice of ``dy``."""
 
     name = "concat"
-    grad_may_alias = True
 
     def __init__(self, axis: int) -> None:
         self.axis = axis
@@ -63,7 +62,6 @@ class Pad(Op):
     centre of ``dy``."""
 
     name = "pad"
-    grad_may_alias = True
 
     def __init__(self, pad_width: Any, value: float) -> None:
         self.pad_width = pad_width
@@ -111,7 +109,7 @@ def stack(xs: Any, axis: int = 0) -> Expr:
     """Same-shaped expressions joined along a new ``axis`` (expand_dims, then concat)."""
     from .shape import expand_dims
 
-    xs = [as_expr(x) for x in xs]
+    xs = list(as_exprs(*xs))
     shapes = {x.shape for x in xs}
     if len(shapes) > 1:
         raise ValueError(

@@ -14,7 +14,6 @@ class Reshape(Op):
     """``x`` in a new shape; one size may be ``-1`` (or ``None``: the batch axis follows it)."""
 
     name = "reshape"
-    grad_may_alias = True
 
     def __init__(self, shape: tuple[int | None, ...]) -> None:
         self.shape = shape
@@ -55,7 +54,6 @@ class PermuteDims(Op):
     """Axes reordered; the gradient is permuted back."""
 
     name = "permute_dims"
-    grad_may_alias = True
 
     def __init__(self, axes: tuple[int, ...] | None) -> None:
         self.axes = axes

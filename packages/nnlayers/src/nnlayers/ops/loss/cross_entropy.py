@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...expr.node import Expr, as_expr
+import numpy as np
+
+from ...expr.node import Expr, as_expr, as_exprs, constant
 from ...expr.spec import Spec, format_shape
-from ..base import Grads, Inputs, Needs, Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
 from ..math.activation import _sigmoid, _softplus
 
 
@@ -17,6 +19,8 @@ class SoftmaxCrossEntropy(Op):
     one-hot rows) of the logits' shape. One op rather than a composition: the gradient
     ``(softmax - target) / N`` is exact and needs no ``log`` of a rounded-to-zero probability.
     """
+
+    fresh_grads = True
 
     name = "softmax_cross_entropy"
     has_residual = True
@@ -40,7 +44,10 @@ class SoftmaxCrossEntropy(Op):
             )
         self.classes = logits.shape[-1]
         self.scale: Any = None if logits.shape[0] is None else 1.0 / max(logits.shape[0], 1)
-        return Spec((), logits.dtype)
+        if self.integer:
+            return Spec((), logits.dtype)
+        require_float(self.name, target)
+        return Spec((), result_dtype(logits, target))  # as forward computes it
 
     def forward(self, xp: Any, logits: Any, target: Any) -> Any:
         if self.integer:
@@ -72,6 +79,8 @@ class SigmoidCrossEntropy(Op):
     """Binary cross-entropy of ``sigmoid(logits)`` against ``target`` in [0, 1], from logits:
     ``max(x, 0) - x * t + log1p(exp(-|x|))`` never overflows."""
 
+    fresh_grads = True
+
     name = "sigmoid_cross_entropy"
     keep_inputs = True
 
@@ -89,7 +98,7 @@ class SigmoidCrossEntropy(Op):
                 f"target {format_shape(target.shape)} must have the logits' shape {format_shape(logits.shape)}"
             )
         self.scale = None if logits.shape[0] is None else 1.0 / max(logits.shape[0], 1)
-        return Spec((), logits.dtype)
+        return Spec((), result_dtype(logits, target))  # as forward computes it
 
     def forward(self, xp: Any, x: Any, t: Any) -> Any:
         per_element = xp.subtract(_softplus(xp, x), xp.multiply(x, t))
@@ -108,13 +117,16 @@ class SigmoidCrossEntropy(Op):
 def softmax_cross_entropy(logits: Any, target: Any) -> Expr:
     """Softmax cross-entropy averaged over the batch; ``target`` holds integer classes or
     probability rows (one-hot)."""
-    return SoftmaxCrossEntropy()(logits, as_expr(target))
+    if not isinstance(target, Expr) and np.asarray(target).dtype.kind in "iub":
+        return SoftmaxCrossEntropy()(as_expr(logits), constant(np.asarray(target)))
+    logits, target = as_exprs(logits, target)
+    return SoftmaxCrossEntropy()(logits, target)
 
 
 def sigmoid_cross_entropy(logits: Any, target: Any) -> Expr:
     """Binary cross-entropy from logits, summed per example and averaged over the batch."""
-    logits = as_expr(logits)
-    return SigmoidCrossEntropy()(logits, as_expr(target, logits))
+    logits, target = as_exprs(logits, target)
+    return SigmoidCrossEntropy()(logits, target)
 
 
 binary_cross_entropy_with_logits = sigmoid_cross_entropy

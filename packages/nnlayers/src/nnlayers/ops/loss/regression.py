@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...expr.node import Expr, as_expr
+from ...expr.node import Expr, as_exprs
 from ..math.arithmetic import square
 from ..math.reduction import mean, sum
 
@@ -18,5 +18,5 @@ def per_example_mean(per_element: Expr) -> Expr:
 
 def squared_error(prediction: Any, target: Any) -> Expr:
     """``sum((prediction - target)**2)`` over each example, averaged over the batch."""
-    prediction = as_expr(prediction)
-    return per_example_mean(square(prediction - as_expr(target, prediction)))
+    prediction, target = as_exprs(prediction, target)
+    return per_example_mean(square(prediction - target))

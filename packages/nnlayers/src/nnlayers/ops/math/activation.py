@@ -22,6 +22,8 @@ def _softplus(xp: Any, x: Any) -> Any:
 class Tanh(Unary):
     """Hyperbolic tangent; backward ``dy * (1 - y**2)``."""
 
+    fresh_grads = True
+
     name = "tanh"
     keep_output = True
 
@@ -36,6 +38,8 @@ class Tanh(Unary):
 
 class Sigmoid(Unary):
     """Logistic sigmoid, computed without overflow; backward ``dy * y * (1 - y)``."""
+
+    fresh_grads = True
 
     name = "sigmoid"
     keep_output = True
@@ -52,6 +56,8 @@ class Sigmoid(Unary):
 class LogSigmoid(Unary):
     """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
 
+    fresh_grads = True
+
     name = "log_sigmoid"
     keep_inputs = (0,)
 
@@ -66,6 +72,8 @@ class LogSigmoid(Unary):
 
 class Relu(Unary):
     """``max(x, 0)``; the gradient passes where ``y > 0`` (``dy * (y > 0)``)."""
+
+    fresh_grads = True
 
     name = "relu"
     keep_output = True
@@ -89,6 +97,8 @@ class Relu(Unary):
 class LeakyRelu(Unary):
     """``x`` for ``x > 0``, else ``slope * x``."""
 
+    fresh_grads = True
+
     name = "leaky_relu"
     keep_inputs = (0,)
 
@@ -106,6 +116,8 @@ class LeakyRelu(Unary):
 
 class Elu(Unary):
     """``x`` for ``x > 0``, else ``alpha * (exp(x) - 1)``; backward uses ``y + alpha`` there."""
+
+    fresh_grads = True
 
     name = "elu"
     keep_inputs = (0,)
@@ -127,6 +139,8 @@ class Elu(Unary):
 
 class Softplus(Unary):
     """``log(1 + exp(x))`` without overflow; backward ``dy * sigmoid(x)``."""
+
+    fresh_grads = True
 
     name = "softplus"
     keep_inputs = (0,)

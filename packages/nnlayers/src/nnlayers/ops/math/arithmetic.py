@@ -12,7 +12,6 @@ class Add(Broadcasting):
     """``x1 + x2``; each gradient is ``dy`` summed back to its input's shape."""
 
     name = "add"
-    grad_may_alias = True
     fresh_output = True
     inplace_inputs = (0, 1)
 
@@ -35,7 +34,6 @@ class Subtract(Broadcasting):
     """``x1 - x2``."""
 
     name = "subtract"
-    grad_may_alias = True
     fresh_output = True
     inplace_inputs = (0, 1)
 
@@ -56,6 +54,8 @@ class Subtract(Broadcasting):
 
 class Multiply(Broadcasting):
     """``x1 * x2``; keeps each input only if the other one needs a gradient."""
+
+    fresh_grads = True
 
     name = "multiply"
     fresh_output = True
@@ -83,6 +83,8 @@ class Multiply(Broadcasting):
 class Divide(Broadcasting):
     """``x1 / x2``; d/dx2 is ``-dy * y / x2``."""
 
+    fresh_grads = True
+
     name = "divide"
     keep_output = True
 
@@ -105,6 +107,8 @@ class Divide(Broadcasting):
 
 class Power(Broadcasting):
     """``x1 ** x2``; d/dx2 = ``y * log(x1)`` is computed only when ``x2`` needs a gradient."""
+
+    fresh_grads = True
 
     name = "power"
     keep_inputs = True
@@ -130,6 +134,8 @@ class Power(Broadcasting):
 class Negative(Unary):
     """``-x``."""
 
+    fresh_grads = True
+
     name = "negative"
 
     def forward(self, xp: Any, x: Any) -> Any:
@@ -143,6 +149,8 @@ class Negative(Unary):
 
 class Abs(Unary):
     """``|x|``; the gradient at 0 is 0 (the sign)."""
+
+    fresh_grads = True
 
     name = "abs"
     keep_inputs = (0,)
@@ -159,6 +167,8 @@ class Abs(Unary):
 class Square(Unary):
     """``x * x`` without the fan-out of a product."""
 
+    fresh_grads = True
+
     name = "square"
     keep_inputs = (0,)
 
@@ -173,6 +183,8 @@ class Square(Unary):
 
 class Sqrt(Unary):
     """``sqrt(x)``; backward ``dy / (2 y)``."""
+
+    fresh_grads = True
 
     name = "sqrt"
     keep_output = True

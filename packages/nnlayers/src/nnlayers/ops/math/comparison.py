@@ -25,6 +25,8 @@ from ..base import (
 class Maximum(Broadcasting):
     """Element-wise maximum; the gradient goes to ``x1`` where ``x1 >= x2``, else to ``x2``."""
 
+    fresh_grads = True
+
     name = "maximum"
     keep_inputs = True
 
@@ -43,6 +45,8 @@ class Maximum(Broadcasting):
 
 class Minimum(Broadcasting):
     """Element-wise minimum; the gradient goes to ``x1`` where ``x1 <= x2``, else to ``x2``."""
+
+    fresh_grads = True
 
     name = "minimum"
     keep_inputs = True
@@ -86,6 +90,8 @@ class Clip(Unary):
 
 class Where(Op):
     """``x1 if condition else x2`` element-wise, with broadcasting; no gradient for the condition."""
+
+    fresh_grads = True
 
     name = "where"
     keep_inputs = (0,)

@@ -11,6 +11,8 @@ from ..base import Grads, Inputs, Needs, Unary
 class Exp(Unary):
     """``exp(x)``; backward ``dy * y``."""
 
+    fresh_grads = True
+
     name = "exp"
     keep_output = True
 
@@ -26,6 +28,8 @@ class Exp(Unary):
 class Log(Unary):
     """Natural logarithm; backward ``dy / x``."""
 
+    fresh_grads = True
+
     name = "log"
     keep_inputs = (0,)
 
@@ -40,6 +44,8 @@ class Log(Unary):
 
 class Log1p(Unary):
     """``log(1 + x)``, accurate near zero; backward ``dy / (1 + x)``."""
+
+    fresh_grads = True
 
     name = "log1p"
     keep_inputs = (0,)

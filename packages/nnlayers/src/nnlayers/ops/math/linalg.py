@@ -1,4 +1,4 @@
-"""Linear algebra: matmul (batched, NumPy's rules for 1-D operands) and the L2 norm (composed)."""
+"""Linear algebra: matmul (batched, NumPy's rules for 1-D operands) and the L2 norm."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from ..base import (
 
 class MatMul(Op):
     """``x1 @ x2``: ``dx1 = dy @ x2^T`` and ``dx2 = x1^T @ dy``, batch axes summed back."""
+
+    fresh_grads = True
 
     name = "matmul"
     fresh_output = True
@@ -82,8 +84,7 @@ def matmul(x1: Any, x2: Any) -> Expr:
 
 
 def norm(x: Any, axis: Any = None, keepdims: bool = False) -> Expr:
-    """L2 norm over ``axis`` (all axes by default): ``sqrt(sum(x**2))``, a composition."""
-    from .arithmetic import sqrt, square
-    from .reduction import sum as sum_
+    """L2 norm over ``axis`` (all axes by default); its gradient at an all-zero vector is 0."""
+    from .reduction import Norm
 
-    return sqrt(sum_(square(x), axis=axis, keepdims=keepdims))
+    return Norm(axis, keepdims)(x)

@@ -41,7 +41,6 @@ class Sum(Reduce):
     """Sum over ``axis``; the gradient is ``dy`` broadcast back (a read-only view)."""
 
     name = "sum"
-    grad_may_alias = True
 
     def forward(self, xp: Any, x: Any) -> Any:
         return xp.sum(x, axis=self.axes, keepdims=self.keepdims)
@@ -72,8 +71,30 @@ class Mean(Reduce):
         return (xp.broadcast_to(xp.multiply(self.expand(xp, dy), self.scale), self.in_shape),)
 
 
+class Norm(Reduce):
+    """L2 norm over ``axis``. Its gradient is ``dy * x / norm``, and 0 where the norm is 0 (the
+    subgradient PyTorch uses), never the NaN that ``sqrt(sum(x**2))`` composed would give."""
+
+    name = "norm"
+    fresh_grads = True
+    keep_inputs = (0,)
+    keep_output = True
+
+    def forward(self, xp: Any, x: Any) -> Any:
+        return xp.sqrt(xp.sum(xp.multiply(x, x), axis=self.axes, keepdims=self.keepdims))
+
+    def backward(
+        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        norm = self.expand(xp, output)
+        safe = xp.where(xp.greater(norm, 0.0), norm, 1.0)  # x is 0 wherever the norm is
+        return (xp.multiply(inputs[0], xp.divide(self.expand(xp, dy), safe)),)
+
+
 class Extreme(Reduce):
     """Base of max/min: ties share the gradient equally."""
+
+    fresh_grads = True
 
     keep_inputs = (0,)
     keep_output = True

@@ -6,7 +6,7 @@ from typing import Any
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
-from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
+from ..base import Grads, Inputs, Needs, Op, require_float, require_same_dtype, result_dtype
 from .geometry import conv_padding, explicit_padding, pair, window_output
 
 
@@ -26,6 +26,8 @@ def _check_images(x: Spec, w: Spec, channel_axis: int) -> None:
 class Conv2D(Op):
     """2-D cross-correlation of ``x`` (N, C, H, W) with ``w`` (O, C, KH, KW), zero padding."""
 
+    fresh_grads = True
+
     name = "conv2d"
     fresh_output = True
 
@@ -39,6 +41,7 @@ class Conv2D(Op):
 
     def infer(self, x: Spec, w: Spec) -> Spec:
         require_float(self.name, x, w)
+        require_same_dtype(input=x, filters=w)
         _check_images(x, w, 1)
         kernel: Any = (w.shape[2], w.shape[3])
         self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
@@ -75,6 +78,8 @@ class Conv2DTranspose(Op):
     convolution (for ``x``) and a filter gradient with the roles of input and output swapped.
     """
 
+    fresh_grads = True
+
     name = "conv2d_transpose"
 
     def __init__(self, stride: Any, padding: Any, dilation: Any, output_padding: Any) -> None:
@@ -88,6 +93,7 @@ class Conv2DTranspose(Op):
 
     def infer(self, x: Spec, w: Spec) -> Spec:
         require_float(self.name, x, w)
+        require_same_dtype(input=x, filters=w)
         _check_images(x, w, 0)
         kernel: Any = (w.shape[2], w.shape[3])
         self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")

@@ -20,7 +20,6 @@ class Dropout(Op):
     name = "dropout"
     phase_dependent = True
     has_residual = True
-    grad_may_alias = True
 
     def __init__(self, rate: float, spatial: bool) -> None:
         if not 0.0 <= rate < 1.0:

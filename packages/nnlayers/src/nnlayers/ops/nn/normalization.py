@@ -7,7 +7,7 @@ from typing import Any
 
 from ...expr.node import Expr, as_expr
 from ...expr.spec import Spec, format_shape
-from ..base import Grads, Inputs, Needs, Op, require_float
+from ..base import Grads, Inputs, Needs, Op, require_float, require_same_dtype
 
 
 class BatchNorm(Op):
@@ -18,6 +18,8 @@ class BatchNorm(Op):
     place (``running = (1 - momentum) * running + momentum * batch``, unbiased variance); in the
     eval phase it normalises with the running statistics.
     """
+
+    fresh_grads = True
 
     name = "batch_norm"
     phase_dependent = True
@@ -31,6 +33,7 @@ class BatchNorm(Op):
 
     def infer(self, x: Spec, gamma: Spec, beta: Spec, mean: Spec, var: Spec) -> Spec:
         require_float(self.name, x, gamma, beta, mean, var)
+        require_same_dtype(x=x, gamma=gamma, beta=beta, running_mean=mean, running_var=var)
         if x.ndim not in (2, 4):
             raise ValueError(f"needs (N, C) or (N, C, H, W) inputs, got {format_shape(x.shape)}")
         c = x.shape[1]
@@ -138,6 +141,7 @@ def layer_norm(
     from ..math.reduction import mean
 
     x = as_expr(x)
+    gamma, beta = (None if p is None else as_expr(p, x) for p in (gamma, beta))
     centred = x - mean(x, axis=axis, keepdims=True)
     y: Expr = centred / sqrt(mean(square(centred), axis=axis, keepdims=True) + eps)
     if gamma is not None:

@@ -13,6 +13,8 @@ from .geometry import explicit_padding, pair, window_output
 class Pool2D(Op):
     """Base of the poolings: windows of ``kernel_size``, ``stride`` (default: the kernel)."""
 
+    fresh_grads = True
+
     def __init__(self, kernel_size: Any, stride: Any, padding: Any) -> None:
         self.kernel_size = kernel_size
         self.stride = stride

@@ -12,6 +12,8 @@ from ..base import Grads, Inputs, Needs, Op, require_float
 class Softmax(Op):
     """``exp(x) / sum(exp(x))`` along ``axis``; backward ``y * (dy - sum(dy * y))``."""
 
+    fresh_grads = True
+
     name = "softmax"
     keep_output = True
 
@@ -35,6 +37,8 @@ class Softmax(Op):
 
 class LogSoftmax(Op):
     """``x - logsumexp(x)`` along ``axis``; backward ``dy - exp(y) * sum(dy)``."""
+
+    fresh_grads = True
 
     name = "log_softmax"
     keep_output = True
