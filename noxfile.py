@@ -132,6 +132,7 @@ nox.options.sessions = [
     "conformance_no_float64",
     "conformance(opencl)",
     "tests_on(opencl)",
+    "oracle",
     "build",
     "install_check",
     "wheelhouse",
@@ -208,6 +209,24 @@ def tests_on(session: nox.Session, backend: str) -> None:
     session.run(
         "pytest", f"{nn.relpath}/tests", *session.posargs, env={"ARRAYCORE_BACKEND": backend}
     )
+
+
+#: PyTorch for the oracle and the benchmark: installed with plain pip, which takes the CPU build
+#: where pip's configuration offers one (uv would fetch a CUDA build of several GB).
+TORCH = "torch==2.13.0"
+
+
+@nox.session
+def oracle(session: nox.Session) -> None:
+    """The PyTorch oracle: every differentiable op's values and gradients against PyTorch CPU's,
+    in float64 (to ~1e-10) and float32, on NumPy and on each backend of SUITE_BACKENDS present."""
+    nn = PACKAGES["nnlayers"]
+    backends = [arg for name in SUITE_BACKENDS for arg in backend_requirement(name)]
+    session.install(*CORE.requirement("test"), *nn.requirement("test"), *backends, "pip")
+    session.run("python", "-m", "pip", "install", "--quiet", TORCH)
+    tests = f"{nn.relpath}/tests/ops/test_torch_oracle.py"
+    for backend in ("numpy", *SUITE_BACKENDS):
+        session.run("pytest", tests, *session.posargs, env={"ARRAYCORE_BACKEND": backend})
 
 
 @nox.session
@@ -460,9 +479,9 @@ def bench(session: nox.Session) -> None:
         *CORE.requirement(), *nn.requirement(), *selected_backend(), "threadpoolctl>=3.5", "pip"
     )
     try:
-        session.run("python", "-m", "pip", "install", "--quiet", "torch==2.13.0")
+        session.run("python", "-m", "pip", "install", "--quiet", TORCH)
     except nox.command.CommandFailed:
-        session.warn("torch==2.13.0 could not be installed: the PyTorch column is skipped")
+        session.warn(f"{TORCH} could not be installed: the PyTorch column is skipped")
     script = nn.path / "benchmarks" / "bench_training.py"
     args = session.posargs or ["--write", "docs/benchmarks.md"]
     session.run("python", str(script), *args)

@@ -62,27 +62,64 @@ def _batch_norm_reference(c, train):
     return lambda x, g, b: function(x, g, b, RUNNING_MEAN[:c], RUNNING_VAR[:c])
 
 
-def binary(op, fn, reference, samplers=(real, real), shapes=BROADCAST_SHAPES):
-    return [OpCase(op, fn, s, reference, samplers) for s in shapes]
+def binary(op, fn, reference, samplers=(real, real), shapes=BROADCAST_SHAPES, torch=None):
+    return [OpCase(op, fn, s, reference, samplers, torch=torch) for s in shapes]
 
 
-def unary(op, fn, reference, sampler=real, shapes=UNARY_SHAPES, label=""):
-    return [OpCase(op, fn, s, reference, (sampler,), label=label) for s in shapes]
+def unary(op, fn, reference, sampler=real, shapes=UNARY_SHAPES, label="", torch=None):
+    return [OpCase(op, fn, s, reference, (sampler,), label=label, torch=torch) for s in shapes]
+
+
+def _torch_reduce(T, name, x, axis, keepdims):
+    """PyTorch's sum/mean/amax/amin with NumPy's axis=None (all axes) and keepdims."""
+    fn = {"sum": T.sum, "mean": T.mean, "max": T.amax, "min": T.amin}[name]
+    if axis is None:
+        out = fn(x.reshape(-1), dim=0)
+        return out.reshape([1] * x.ndim) if keepdims else out
+    return fn(x, dim=axis, keepdim=keepdims)
+
+
+def _torch_batch_norm(c, train):
+    def run(T, x, g, b):
+        mean = T.tensor(RUNNING_MEAN[:c], dtype=x.dtype)
+        var = T.tensor(RUNNING_VAR[:c], dtype=x.dtype)
+        return T.nn.functional.batch_norm(x, mean, var, g, b, training=train, eps=1e-5)
+
+    return run
+
+
+def _torch_kl(T, m, lv):
+    dist = T.distributions
+    q = dist.Normal(m, T.exp(0.5 * lv))
+    return dist.kl_divergence(q, dist.Normal(T.zeros_like(m), T.ones_like(m))).sum() / m.shape[0]
 
 
 CASES: list[OpCase] = [
-    *binary("add", lambda a, b: a + b, np.add),
-    *binary("subtract", lambda a, b: a - b, np.subtract),
-    *binary("multiply", lambda a, b: a * b, np.multiply),
-    *binary("divide", lambda a, b: a / b, np.divide, (real, positive)),
-    *binary("power", lambda a, b: a**b, np.power, (positive, real)),
-    *binary("maximum", ex.maximum, np.maximum, (distinct, lambda r, s: distinct(r, s) + 0.05)),
-    *binary("minimum", ex.minimum, np.minimum, (distinct, lambda r, s: distinct(r, s) + 0.05)),
+    *binary("add", lambda a, b: a + b, np.add, torch=lambda T, a, b: a + b),
+    *binary("subtract", lambda a, b: a - b, np.subtract, torch=lambda T, a, b: a - b),
+    *binary("multiply", lambda a, b: a * b, np.multiply, torch=lambda T, a, b: a * b),
+    *binary("divide", lambda a, b: a / b, np.divide, (real, positive), torch=lambda T, a, b: a / b),
+    *binary("power", lambda a, b: a**b, np.power, (positive, real), torch=lambda T, a, b: a**b),
+    *binary(
+        "maximum",
+        ex.maximum,
+        np.maximum,
+        (distinct, lambda r, s: distinct(r, s) + 0.05),
+        torch=lambda T, a, b: T.maximum(a, b),
+    ),
+    *binary(
+        "minimum",
+        ex.minimum,
+        np.minimum,
+        (distinct, lambda r, s: distinct(r, s) + 0.05),
+        torch=lambda T, a, b: T.minimum(a, b),
+    ),
     OpCase(
         "where",
         lambda a, b: ex.where(ex.constant(np.array([True, False, True])), a, b),
         [(2, 3), (1, 3)],
         lambda a, b: np.where([True, False, True], a, b),
+        torch=lambda T, a, b: T.where(T.tensor([True, False, True]), a, b),
     ),
     OpCase(
         "where",
@@ -91,30 +128,62 @@ CASES: list[OpCase] = [
         lambda a, b: np.where(a > 0, a, b),
         (away_from_zero, real),
         label="from-compare",
+        torch=lambda T, a, b: T.where(a > 0, a, b),
     ),
-    *unary("negative", lambda x: -x, np.negative),
-    *unary("abs", ex.abs, np.abs, away_from_zero),
-    *unary("exp", ex.exp, np.exp),
-    *unary("log", ex.log, np.log, positive),
-    *unary("log1p", ex.log1p, np.log1p, positive),
-    *unary("sqrt", ex.sqrt, np.sqrt, positive),
-    *unary("square", ex.square, np.square),
-    *unary("square", lambda x: x**2, np.square, label="pow2"),
-    *unary("tanh", ex.tanh, np.tanh),
-    *unary("sigmoid", ex.sigmoid, _sigmoid),
-    *unary("log_sigmoid", ex.log_sigmoid, lambda x: np.log(_sigmoid(x))),
-    *unary("relu", ex.relu, lambda x: np.maximum(x, 0), away_from_zero),
+    *unary("negative", lambda x: -x, np.negative, torch=lambda T, x: -x),
+    *unary("abs", ex.abs, np.abs, away_from_zero, torch=lambda T, x: T.abs(x)),
+    *unary("exp", ex.exp, np.exp, torch=lambda T, x: T.exp(x)),
+    *unary("log", ex.log, np.log, positive, torch=lambda T, x: T.log(x)),
+    *unary("log1p", ex.log1p, np.log1p, positive, torch=lambda T, x: T.log1p(x)),
+    *unary("sqrt", ex.sqrt, np.sqrt, positive, torch=lambda T, x: T.sqrt(x)),
+    *unary("square", ex.square, np.square, torch=lambda T, x: T.square(x)),
+    *unary("square", lambda x: x**2, np.square, label="pow2", torch=lambda T, x: x**2),
+    *unary("tanh", ex.tanh, np.tanh, torch=lambda T, x: T.tanh(x)),
+    *unary("sigmoid", ex.sigmoid, _sigmoid, torch=lambda T, x: T.sigmoid(x)),
+    *unary(
+        "log_sigmoid",
+        ex.log_sigmoid,
+        lambda x: np.log(_sigmoid(x)),
+        torch=lambda T, x: T.nn.functional.logsigmoid(x),
+    ),
+    *unary(
+        "relu", ex.relu, lambda x: np.maximum(x, 0), away_from_zero, torch=lambda T, x: T.relu(x)
+    ),
     *unary(
         "leaky_relu",
         lambda x: ex.leaky_relu(x, 0.1),
         lambda x: np.where(x > 0, x, 0.1 * x),
         away_from_zero,
+        torch=lambda T, x: T.nn.functional.leaky_relu(x, 0.1),
     ),
-    *unary("elu", ex.elu, lambda x: np.where(x > 0, x, np.expm1(x)), away_from_zero),
-    *unary("softplus", ex.softplus, lambda x: np.log1p(np.exp(x))),
-    *unary("gelu", ex.gelu, _gelu),
-    *unary("clip", lambda x: ex.clip(x, -0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7), distinct),
-    OpCase("astype", lambda x: ex.astype(x, "float64") * 2.0, [(2, 3)], lambda x: 2 * x),
+    *unary(
+        "elu",
+        ex.elu,
+        lambda x: np.where(x > 0, x, np.expm1(x)),
+        away_from_zero,
+        torch=lambda T, x: T.nn.functional.elu(x),
+    ),
+    *unary(
+        "softplus",
+        ex.softplus,
+        lambda x: np.log1p(np.exp(x)),
+        torch=lambda T, x: T.nn.functional.softplus(x),
+    ),
+    *unary("gelu", ex.gelu, _gelu, torch=lambda T, x: T.nn.functional.gelu(x, approximate="tanh")),
+    *unary(
+        "clip",
+        lambda x: ex.clip(x, -0.5, 0.7),
+        lambda x: np.clip(x, -0.5, 0.7),
+        distinct,
+        torch=lambda T, x: T.clamp(x, -0.5, 0.7),
+    ),
+    OpCase(
+        "astype",
+        lambda x: ex.astype(x, "float64") * 2.0,
+        [(2, 3)],
+        lambda x: 2 * x,
+        torch=lambda T, x: x.to(T.float64) * 2.0,
+    ),
     *[
         OpCase(
             name,
@@ -123,6 +192,9 @@ CASES: list[OpCase] = [
             lambda x, r=r, kw=kw: r(x, axis=kw["axis"], keepdims=kw["keepdims"]),
             (distinct,),
             label=f"axis={kw['axis']},keepdims={kw['keepdims']}",
+            torch=lambda T, x, name=name, kw=kw: _torch_reduce(
+                T, name, x, kw["axis"], kw["keepdims"]
+            ),
         )
         for name, f, r in [
             ("sum", ex.sum, np.sum),
@@ -139,7 +211,7 @@ CASES: list[OpCase] = [
         ]
     ],
     *[
-        OpCase("matmul", lambda a, b: a @ b, s, np.matmul)
+        OpCase("matmul", lambda a, b: a @ b, s, np.matmul, torch=lambda T, a, b: T.matmul(a, b))
         for s in [
             [(3, 4), (4, 5)],
             [(2, 3, 4), (4, 5)],
@@ -155,40 +227,82 @@ CASES: list[OpCase] = [
         [(3, 4)],
         lambda x: np.linalg.norm(x, axis=1),
         (away_from_zero,),
+        torch=lambda T, x: T.linalg.vector_norm(x, dim=1),
     ),
-    OpCase("norm", ex.norm, [(2, 3)], np.linalg.norm, (away_from_zero,), label="all"),
-    OpCase("reshape", lambda x: ex.reshape(x, (4, -1)), [(2, 3, 2)], lambda x: x.reshape(4, -1)),
+    OpCase(
+        "norm",
+        ex.norm,
+        [(2, 3)],
+        np.linalg.norm,
+        (away_from_zero,),
+        label="all",
+        torch=lambda T, x: T.linalg.vector_norm(x),
+    ),
+    OpCase(
+        "reshape",
+        lambda x: ex.reshape(x, (4, -1)),
+        [(2, 3, 2)],
+        lambda x: x.reshape(4, -1),
+        torch=lambda T, x: x.reshape(4, -1),
+    ),
     OpCase(
         "reshape",
         lambda x: ex.expand_dims(x, 1),
         [(3, 4)],
         lambda x: x[:, None],
         label="expand_dims",
+        torch=lambda T, x: x[:, None],
     ),
-    OpCase("reshape", lambda x: ex.squeeze(x, 1), [(3, 1, 4)], lambda x: x[:, 0], label="squeeze"),
-    OpCase("reshape", ex.flatten, [(2, 3, 2, 2)], lambda x: x.reshape(2, -1), label="flatten"),
-    OpCase("permute_dims", lambda x: x.T, [(3, 4)], lambda x: x.T),
+    OpCase(
+        "reshape",
+        lambda x: ex.squeeze(x, 1),
+        [(3, 1, 4)],
+        lambda x: x[:, 0],
+        label="squeeze",
+        torch=lambda T, x: x[:, 0],
+    ),
+    OpCase(
+        "reshape",
+        ex.flatten,
+        [(2, 3, 2, 2)],
+        lambda x: x.reshape(2, -1),
+        label="flatten",
+        torch=lambda T, x: x.reshape(2, -1),
+    ),
+    OpCase("permute_dims", lambda x: x.T, [(3, 4)], lambda x: x.T, torch=lambda T, x: x.T),
     OpCase(
         "permute_dims",
         lambda x: ex.permute_dims(x, (2, 0, 1)),
         [(2, 3, 4)],
         lambda x: x.transpose(2, 0, 1),
+        torch=lambda T, x: x.permute(2, 0, 1),
     ),
     OpCase(
         "broadcast_to",
         lambda x: ex.broadcast_to(x, (2, 3, 4)),
         [(3, 1)],
         lambda x: np.broadcast_to(x, (2, 3, 4)),
+        torch=lambda T, x: x.expand(2, 3, 4),
     ),
-    OpCase("getitem", lambda x: x[:, 2:5], [(3, 6)], lambda x: x[:, 2:5]),
+    OpCase(
+        "getitem", lambda x: x[:, 2:5], [(3, 6)], lambda x: x[:, 2:5], torch=lambda T, x: x[:, 2:5]
+    ),
     OpCase(
         "getitem",
         lambda x: x[1, ::2, None],
         [(3, 5)],
         lambda x: x[1, ::2, None],
         label="int-step-newaxis",
+        torch=lambda T, x: x[1, ::2, None],
     ),
-    OpCase("getitem", lambda x: x[..., -1], [(2, 3, 4)], lambda x: x[..., -1], label="ellipsis"),
+    OpCase(
+        "getitem",
+        lambda x: x[..., -1],
+        [(2, 3, 4)],
+        lambda x: x[..., -1],
+        label="ellipsis",
+        torch=lambda T, x: x[..., -1],
+    ),
     OpCase(
         "take",
         lambda e, i: ex.take(e, i),
@@ -196,6 +310,7 @@ CASES: list[OpCase] = [
         lambda e, i: e[i],
         (real, integers(5)),
         label="embedding",
+        torch=lambda T, e, i: e[i],
     ),
     OpCase(
         "take",
@@ -203,12 +318,14 @@ CASES: list[OpCase] = [
         [(2, 4)],
         lambda x: x[:, [2, 0, 2]],
         label="axis1-repeats",
+        torch=lambda T, x: x[:, [2, 0, 2]],
     ),
     OpCase(
         "concat",
         lambda a, b: ex.concat([a, b], axis=1),
         [(2, 3), (2, 1)],
         lambda a, b: np.concatenate([a, b], 1),
+        torch=lambda T, a, b: T.cat([a, b], 1),
     ),
     OpCase(
         "concat",
@@ -216,6 +333,7 @@ CASES: list[OpCase] = [
         [(2, 3), (2, 3)],
         lambda a, b: np.stack([a, b]),
         label="stack",
+        torch=lambda T, a, b: T.stack([a, b]),
     ),
     OpCase(
         "getitem",
@@ -223,36 +341,55 @@ CASES: list[OpCase] = [
         [(2, 3)],
         lambda x: x[:, 1:2] * 2 + x[:, :1],
         label="split",
+        torch=lambda T, x: x[:, 1:2] * 2 + x[:, :1],
     ),
     OpCase(
         "pad",
         lambda x: ex.pad(x, ((1, 0), (2, 1))),
         [(2, 3)],
         lambda x: np.pad(x, ((1, 0), (2, 1))),
+        torch=lambda T, x: T.nn.functional.pad(x, (2, 1, 1, 0)),
     ),
-    OpCase("softmax", ex.softmax, [(3, 4)], ref.softmax),
+    OpCase("softmax", ex.softmax, [(3, 4)], ref.softmax, torch=lambda T, x: T.softmax(x, -1)),
     OpCase(
         "softmax",
         lambda x: ex.softmax(x, axis=0),
         [(3, 1, 2)],
         lambda x: ref.softmax(x, 0),
         label="axis0",
+        torch=lambda T, x: T.softmax(x, 0),
     ),
-    OpCase("log_softmax", ex.log_softmax, [(3, 4)], ref.log_softmax),
+    OpCase(
+        "log_softmax",
+        ex.log_softmax,
+        [(3, 4)],
+        ref.log_softmax,
+        torch=lambda T, x: T.log_softmax(x, -1),
+    ),
     OpCase(
         "log_softmax",
         lambda x: ex.log_softmax(x, axis=1),
         [(2, 3, 2)],
         lambda x: ref.log_softmax(x, 1),
         label="axis1",
+        torch=lambda T, x: T.log_softmax(x, 1),
     ),
-    OpCase("conv2d", ex.conv2d, [(2, 3, 5, 5), (4, 3, 3, 3)], ref.conv2d),
+    OpCase(
+        "conv2d",
+        ex.conv2d,
+        [(2, 3, 5, 5), (4, 3, 3, 3)],
+        ref.conv2d,
+        torch=lambda T, x, w: T.nn.functional.conv2d(x, w),
+    ),
     OpCase(
         "conv2d",
         lambda x, w: ex.conv2d(x, w, stride=2, padding="same"),
         [(1, 2, 5, 6), (3, 2, 3, 3)],
         lambda x, w: ref.conv2d(x, w, 2, ((1, 1), (0, 1))),
         label="same-stride2",
+        torch=lambda T, x, w: T.nn.functional.conv2d(
+            T.nn.functional.pad(x, (0, 1, 1, 1)), w, stride=2
+        ),
     ),
     OpCase(
         "conv2d",
@@ -260,6 +397,7 @@ CASES: list[OpCase] = [
         [(2, 2, 6, 6), (2, 2, 3, 3)],
         lambda x, w: ref.conv2d(x, w, 1, 1, 2),
         label="dilation2",
+        torch=lambda T, x, w: T.nn.functional.conv2d(x, w, padding=1, dilation=2),
     ),
     OpCase(
         "conv2d",
@@ -267,9 +405,14 @@ CASES: list[OpCase] = [
         [(1, 1, 4, 4), (2, 1, 2, 2)],
         lambda x, w: ref.conv2d(x, w, 1, ((1, 0), (0, 1))),
         label="asymmetric",
+        torch=lambda T, x, w: T.nn.functional.conv2d(T.nn.functional.pad(x, (0, 1, 1, 0)), w),
     ),
     OpCase(
-        "conv2d_transpose", ex.conv2d_transpose, [(2, 3, 3, 3), (3, 2, 3, 3)], ref.conv2d_transpose
+        "conv2d_transpose",
+        ex.conv2d_transpose,
+        [(2, 3, 3, 3), (3, 2, 3, 3)],
+        ref.conv2d_transpose,
+        torch=lambda T, x, w: T.nn.functional.conv_transpose2d(x, w),
     ),
     OpCase(
         "conv2d_transpose",
@@ -277,6 +420,9 @@ CASES: list[OpCase] = [
         [(1, 2, 3, 3), (2, 3, 3, 3)],
         lambda x, w: ref.conv2d_transpose(x, w, 2, 1, 1, 1),
         label="stride2",
+        torch=lambda T, x, w: T.nn.functional.conv_transpose2d(
+            x, w, stride=2, padding=1, output_padding=1
+        ),
     ),
     OpCase(
         "conv2d_transpose",
@@ -284,6 +430,9 @@ CASES: list[OpCase] = [
         [(1, 2, 3, 3), (2, 2, 2, 2)],
         lambda x, w: ref.conv2d_transpose(x, w, 1, 1, 3, 2),
         label="output_padding>=stride",
+        torch=lambda T, x, w: T.nn.functional.conv_transpose2d(
+            x, w, stride=1, padding=1, output_padding=2, dilation=3
+        ),
     ),
     OpCase(
         "max_pool2d",
@@ -291,6 +440,7 @@ CASES: list[OpCase] = [
         [(2, 2, 4, 4)],
         lambda x: ref.max_pool2d(x, 2),
         (distinct,),
+        torch=lambda T, x: T.nn.functional.max_pool2d(x, 2),
     ),
     OpCase(
         "max_pool2d",
@@ -299,9 +449,14 @@ CASES: list[OpCase] = [
         lambda x: ref.max_pool2d(x, 3, 2, 1),
         (distinct,),
         label="overlap-pad",
+        torch=lambda T, x: T.nn.functional.max_pool2d(x, 3, 2, 1),
     ),
     OpCase(
-        "avg_pool2d", lambda x: ex.avg_pool2d(x, 2), [(2, 2, 4, 4)], lambda x: ref.avg_pool2d(x, 2)
+        "avg_pool2d",
+        lambda x: ex.avg_pool2d(x, 2),
+        [(2, 2, 4, 4)],
+        lambda x: ref.avg_pool2d(x, 2),
+        torch=lambda T, x: T.nn.functional.avg_pool2d(x, 2),
     ),
     OpCase(
         "avg_pool2d",
@@ -309,10 +464,17 @@ CASES: list[OpCase] = [
         [(1, 2, 5, 5)],
         lambda x: ref.avg_pool2d(x, 3, 2, 1, False),
         label="exclude-pad",
+        torch=lambda T, x: T.nn.functional.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
     ),
     OpCase("dropout", lambda x: ex.dropout(x, 0.5), [(4, 5)], None, reseed=True),
     OpCase(
-        "dropout", lambda x: ex.dropout(x, 0.5), [(4, 5)], lambda x: x, training=False, label="eval"
+        "dropout",
+        lambda x: ex.dropout(x, 0.5),
+        [(4, 5)],
+        lambda x: x,
+        training=False,
+        label="eval",
+        torch=lambda T, x: T.nn.functional.dropout(x, 0.5, training=False),
     ),
     OpCase(
         "dropout",
@@ -331,6 +493,7 @@ CASES: list[OpCase] = [
             (real, positive, real),
             training=train,
             label=("train" if train else "eval"),
+            torch=_torch_batch_norm(c, train),
         )
         for x_shape, c in [((5, 3), 3), ((2, 3, 2, 2), 3)]
         for train in (True, False)
@@ -342,6 +505,7 @@ CASES: list[OpCase] = [
         lambda x, g, b: (
             (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5) * g + b
         ),
+        torch=lambda T, x, g, b: T.nn.functional.layer_norm(x, (4,), g, b, eps=1e-5),
     ),
     OpCase(
         "softmax_cross_entropy",
@@ -350,6 +514,7 @@ CASES: list[OpCase] = [
         lambda z, t: -ref.log_softmax(z)[np.arange(4), t].mean(),
         (real, integers(3)),
         label="labels",
+        torch=lambda T, z, t: T.nn.functional.cross_entropy(z, t),
     ),
     OpCase(
         "softmax_cross_entropy",
@@ -358,6 +523,7 @@ CASES: list[OpCase] = [
         lambda z, t: -(t * ref.log_softmax(z)).sum() / 4,
         (real, probabilities),
         label="probabilities",
+        torch=lambda T, z, t: T.nn.functional.cross_entropy(z, t),
     ),
     OpCase(
         "sigmoid_cross_entropy",
@@ -365,15 +531,23 @@ CASES: list[OpCase] = [
         [(4, 3), (4, 3)],
         lambda z, t: (np.logaddexp(0, z) - z * t).sum() / 4,
         (real, unit),
+        torch=lambda T, z, t: (
+            T.nn.functional.binary_cross_entropy_with_logits(z, t, reduction="sum") / 4
+        ),
     ),
     OpCase(
-        "squared_error", ex.squared_error, [(4, 3), (4, 3)], lambda p, t: ((p - t) ** 2).sum() / 4
+        "squared_error",
+        ex.squared_error,
+        [(4, 3), (4, 3)],
+        lambda p, t: ((p - t) ** 2).sum() / 4,
+        torch=lambda T, p, t: T.nn.functional.mse_loss(p, t, reduction="sum") / 4,
     ),
     OpCase(
         "kl_standard_normal",
         ex.kl_standard_normal,
         [(4, 2), (4, 2)],
         lambda m, lv: (-0.5 * (1 + lv - m**2 - np.exp(lv))).sum() / 4,
+        torch=_torch_kl,
     ),
 ]
 
@@ -397,3 +571,10 @@ def test_every_differentiable_op_is_in_the_table() -> None:
     covered = {c.op for c in CASES}
     missing = sorted(n for n, op in REGISTRY.items() if op.differentiable and n not in covered)
     assert not missing, f"ops without op-table rows: {missing}"
+
+
+def test_every_differentiable_op_has_a_pytorch_oracle_row() -> None:
+    """A new op cannot land without a row that PyTorch checks (tests/oracle, nox -s oracle)."""
+    covered = {c.op for c in CASES if c.torch is not None}
+    missing = sorted(n for n, op in REGISTRY.items() if op.differentiable and n not in covered)
+    assert not missing, f"ops without a PyTorch oracle row (OpCase(..., torch=...)): {missing}"

@@ -60,6 +60,7 @@ class OpCase:
     ``op`` names the op under test (a key of :data:`nnlayers.ops.REGISTRY` or a composed
     function). ``shapes`` lists input shapes; ``samplers`` gives each input's domain (default
     :func:`real`). ``reference`` is the NumPy forward; ``None`` skips the forward check.
+    ``torch`` is the PyTorch version that the oracle compares values and gradients with.
     """
 
     op: str
@@ -72,6 +73,10 @@ class OpCase:
     reseed: bool = False
     gradient: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
+    #: The same computation in PyTorch, ``torch(torch_module, *tensors)``, for the oracle
+    #: (``nnlayers.testing.oracle``); ``None`` where PyTorch cannot draw the same thing (a
+    #: dropout mask).
+    torch: Callable[..., Any] | None = None
 
     @property
     def id(self) -> str:
