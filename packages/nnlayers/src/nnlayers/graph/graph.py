@@ -19,6 +19,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 import arraycore
 
 from ..errors import FeedError, GraphError
@@ -87,6 +89,8 @@ class Graph:
         a = self.analysis
         self._placeholders = [(i, nodes[i]) for i in a.placeholders]
         self._by_name = {n.name: n for _, n in self._placeholders if n.name}
+        #: placeholder slot -> (classes, reader) for placeholders that hold class labels
+        self.label_checks = label_checks(a.nodes, a.inputs)
         self._parameters = [(i, nodes[i]) for i in a.parameters]
         for _, p in self._parameters:
             p.to_backend(xp)  # type: ignore[attr-defined]
@@ -184,8 +188,14 @@ class Graph:
         return self.gradients
 
     # -- feeds and specialisation --------------------------------------------------------------------
+    @property
+    def placeholders(self) -> list[Expr]:
+        """The placeholders this graph reads (each needs a value in every ``forward``)."""
+        return [node for _, node in self._placeholders]
+
     def _feed(self, feeds: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
         given: dict[int, Any] = {}
+        mine = {id(node) for _, node in self._placeholders}
         for k, value in feeds.items():
             if isinstance(k, str):
                 if k not in self._by_name:
@@ -194,15 +204,29 @@ class Graph:
                         f"feed: no placeholder named {k!r} in this graph (named: {known})"
                     )
                 k = self._by_name[k]
+            elif id(k) not in mine:
+                what = k.describe() if isinstance(k, Expr) else repr(k)
+                known = ", ".join(node.describe() for _, node in self._placeholders) or "none"
+                raise FeedError(
+                    f"feed: {what} is not a placeholder of this graph (its placeholders: {known})"
+                )
+            if id(k) in given:
+                raise FeedError(
+                    f"feed: {k.describe()} is given twice (as the placeholder and by its name "
+                    f"{k.name!r}); give it once"
+                )
             given[id(k)] = value
         values = []
-        for _, node in self._placeholders:
+        for i, node in self._placeholders:
             if id(node) not in given:
                 raise FeedError(f"feed: no value for {node.describe()} {node.spec}")
             v: Any = given[id(node)]
+            if i in self.label_checks:
+                check_labels(node, v, *self.label_checks[i])
             # Arrays already on the backend with the right dtype skip asarray's checks.
             same_type = type(v) is self._array_type
             if not same_type or getattr(v, "dtype", None) != node.spec.dtype:
+                check_feed_dtype(node, v)
                 v = self.xp.asarray(v, dtype=node.spec.dtype)
                 self._array_type = type(v)
             values.append(v)
@@ -280,3 +304,60 @@ def compile(outputs: Any, wrt: list[Expr] | None = None, **options: Any) -> Grap
     suite sets it).
     """
     return Graph(outputs, wrt, **options)
+
+
+def label_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> dict[int, tuple[int, str]]:
+    """Placeholders that hold class labels: slot -> (number of classes, what reads them).
+
+    A placeholder read as the integer target of ``softmax_cross_entropy`` or as the indices of
+    ``one_hot`` must hold values in ``[0, classes)``.
+    """
+    from ..expr.node import Placeholder
+
+    checks: dict[int, tuple[int, str]] = {}
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op is None:
+            continue
+        if op.name == "softmax_cross_entropy" and len(inputs[i]) == 2:
+            logits, target = (nodes[j] for j in inputs[i])
+            classes = logits.spec.shape[-1]
+            k = inputs[i][1]
+        elif op.name == "one_hot":
+            target, classes, k = nodes[inputs[i][0]], getattr(op, "num_classes", 0), inputs[i][0]
+        else:
+            continue
+        if isinstance(target, Placeholder) and target.spec.dtype.kind in "iu" and classes:
+            checks[k] = (int(classes), node.describe())
+    return checks
+
+
+def check_feed_dtype(node: Expr, value: Any) -> None:
+    """Refuse floating-point values for an integer placeholder (they would be truncated)."""
+    if node.spec.dtype.kind not in "iu":
+        return
+    dtype = getattr(value, "dtype", None)
+    kind = np.dtype(str(dtype)).kind if dtype is not None else np.asarray(value).dtype.kind
+    if kind not in "iub":
+        raise FeedError(
+            f"feed: {node.describe()} holds integers ({node.spec.dtype.name}: class labels or "
+            f"indices), got {dtype or np.asarray(value).dtype} values, which would be truncated; "
+            "convert them with .astype(np.int64) if they are whole numbers"
+        )
+
+
+def check_labels(node: Expr, value: Any, classes: int, reader: str) -> None:
+    """Class labels must lie in ``[0, classes)``. Checked for host (NumPy) arrays only, where it
+    costs no device work: every batch on the NumPy backend, and whatever a caller feeds from the
+    host elsewhere (``fit`` checks an in-memory feed's host arrays once before training)."""
+    if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "iu":
+        return
+    bad = (value < 0) | (value >= classes)
+    if bad.any():
+        where = np.argwhere(bad)[:5]
+        shown = ", ".join(f"{value[tuple(w)]} at {tuple(int(x) for x in w)}" for w in where)
+        more = f" and {int(bad.sum()) - len(where)} more" if bad.sum() > len(where) else ""
+        raise FeedError(
+            f"feed: {node.describe()} holds class labels for {reader}, which must be in "
+            f"[0, {classes}); got {shown}{more}"
+        )

@@ -155,11 +155,20 @@ class GAN(Model):
         return self._noise.normal(shape=(n, self.noise_dim))
 
     def _fill(self, batch: Batch) -> dict[Any, Any]:
+        if len(batch) != 1:
+            raise ValueError(
+                f"GAN: a batch of {len(batch)} arrays; a GAN trains on real examples alone, "
+                "give batches of one array (the noise is drawn for you)"
+            )
         x = batch[0]
         return super()._fill((x, self._draw(int(x.shape[0]))))
 
+    def _optimizer_slots(self) -> dict[str, Any]:
+        return {"optimizer": self._optimizer, "generator_optimizer": self._generator_optimizer}
+
     def train_step(self, batch: Batch) -> list[Any]:
         """A discriminator update, then a generator update on fresh noise."""
+        self._require_optimizer()
         values = self.graph.forward(self._fill(batch))
         self.graph.backward()
         self._optimizer.step()

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..expr.node import Expr, Placeholder
-from ..graph.graph import Graph
+from ..graph.graph import Graph, check_feed_dtype, check_labels
 from ..graph.topo import topological_order
 from ..parameter import Parameter
 
@@ -83,7 +83,9 @@ class Model:
             [loss, *self.metrics.values()], wrt_nodes, seed=seed, check_finite=check_finite
         )
         self.xp = self.graph.xp
-        self._feeds: dict[Any, Any] = dict.fromkeys(self.inputs)
+        # the training graph's own placeholders: an input only the outputs read is not fed to it
+        used = {id(p) for p in self.graph.placeholders}
+        self._feeds: dict[Any, Any] = dict.fromkeys(p for p in self.inputs if id(p) in used)
         self._predict_graph: Graph | None = None
         self._predict_inputs: list[Placeholder] = []
         self.epoch = 0
@@ -137,14 +139,27 @@ class Model:
     # -- steps ----------------------------------------------------------------------------------
     def _fill(self, batch: Batch) -> dict[Any, Any]:
         feeds = self._feeds
-        if len(batch) < len(self.inputs):
+        if len(batch) != len(self.inputs):
             raise ValueError(
                 f"Model: a batch of {len(batch)} arrays for {len(self.inputs)} inputs "
-                f"({', '.join(p.describe() for p in self.inputs)})"
+                f"({', '.join(p.describe() for p in self.inputs)}); give exactly one array per "
+                "input, in that order"
             )
         for placeholder, value in zip(self.inputs, batch):
-            feeds[placeholder] = value
+            if placeholder in feeds:
+                feeds[placeholder] = value
         return feeds
+
+    def check_data(self, *arrays: Any) -> None:
+        """Check whole host arrays, in the order of :attr:`inputs`, before training on them:
+        class labels in range and of an integer dtype (``fit`` calls it on an in-memory feed's
+        arrays, so a bad label is reported before any parameter changes, on every backend)."""
+        slots = {id(node): i for i, node in self.graph._placeholders}
+        for placeholder, value in zip(self.inputs, arrays):
+            i = slots.get(id(placeholder))
+            if i is not None and i in self.graph.label_checks and isinstance(value, np.ndarray):
+                check_feed_dtype(placeholder, value)
+                check_labels(placeholder, value, *self.graph.label_checks[i])
 
     def forward(self, *batch: Any) -> list[Any]:
         """Loss and metrics (backend scalars) for one batch, keeping what backward needs."""
@@ -158,10 +173,24 @@ class Model:
     def train_step(self, batch: Batch) -> list[Any]:
         """One update: forward, backward, optimiser step. Returns the loss and metrics as backend
         scalars (nothing is copied to the host)."""
+        self._require_optimizer()
         values = self.graph.forward(self._fill(batch))
         self.graph.backward()
         self._optimizer.step()
         return values  # type: ignore[no-any-return]
+
+    def _require_optimizer(self) -> None:
+        missing = [name for name, opt in self._optimizer_slots().items() if opt is None]
+        if missing:
+            raise GraphError(
+                f"train_step: {type(self).__name__} has no {' or '.join(missing)}; set "
+                f"model.{missing[0]} = nnlayers.optim.Adam(1e-3) (or pass optimizer= to the "
+                "model or to fit)"
+            )
+
+    def _optimizer_slots(self) -> dict[str, Any]:
+        """The optimisers a train step needs, by attribute name (None where unset)."""
+        return {"optimizer": self._optimizer}
 
     def test_step(self, batch: Batch) -> list[Any]:
         """Loss and metrics for one batch without keeping anything for backward."""
@@ -182,10 +211,7 @@ class Model:
         finally:
             if was_training:
                 self.graph.train()
-        result = means.result()
-        if means.count == 0:
-            raise ValueError("evaluate: no examples")
-        return result
+        return means.result()  # NaN for every metric when there were no examples
 
     def predict_outputs(self, x: Any, *more: Any, batch_size: int = 256) -> dict[str, np.ndarray]:
         """Every named output for inputs ``x`` (host arrays), batch by batch, in the eval phase."""
@@ -199,9 +225,14 @@ class Model:
             for store, v in zip(results, values):
                 store.append(np.asarray(self.xp.to_numpy(v)))
         return {
-            name: np.concatenate(parts) if parts else np.zeros((0,))
-            for name, parts in zip(self.outputs, results)
+            name: np.concatenate(parts) if parts else self._empty(expr)
+            for (name, expr), parts in zip(self.outputs.items(), results)
         }
+
+    def _empty(self, expr: Expr) -> np.ndarray:
+        """The prediction for no examples: zero rows of the output's trailing shape."""
+        trailing = tuple(0 if d is None else d for d in expr.spec.shape[1:])
+        return np.zeros((0, *trailing), dtype=expr.spec.dtype)
 
     def predict(self, x: Any, *more: Any, batch_size: int = 256) -> np.ndarray:
         """The (first) output for inputs ``x`` as a host array."""

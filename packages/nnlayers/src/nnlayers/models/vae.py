@@ -94,6 +94,11 @@ class VAE(Model):
         self._noise = self.xp.random.default_rng(seed)
 
     def _fill(self, batch: Batch) -> dict[Any, Any]:
+        if len(batch) != 1:
+            raise ValueError(
+                f"VAE: a batch of {len(batch)} arrays; a VAE trains on examples alone, give "
+                "batches of one array (the noise is drawn for you)"
+            )
         x = batch[0]
         noise = self._noise.normal(shape=(int(x.shape[0]), self.latent_dim))
         return super()._fill((x, noise))

@@ -64,6 +64,10 @@ def fit(
             "fit: the model has no optimizer; pass optimizer=nnlayers.optim.Adam(1e-3) (or set "
             "model.optimizer)"
         )
+    arrays = getattr(feed, "arrays", None)
+    if isinstance(arrays, list) and len(arrays) == len(model.inputs):
+        # an in-memory feed: its class labels are checked once, on the host, before any step
+        model.check_data(*arrays)
     history = getattr(model, "history", None)
     if not isinstance(history, History):
         history = History()

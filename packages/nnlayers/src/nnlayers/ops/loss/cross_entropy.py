@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -114,9 +115,54 @@ class SigmoidCrossEntropy(Op):
         return dx, dt
 
 
+class SquashedLogitsWarning(UserWarning):
+    """A cross-entropy from logits was given probabilities: the squashing is applied twice."""
+
+
+_WARNED: set[int] = set()
+
+
+def _layer_of(node: Expr) -> str:
+    """The layer that made ``node``: the prefix of the nearest ``layer/param`` name upstream."""
+    from ...parameter import Parameter
+
+    frontier, seen = [node], set()
+    for _ in range(4):
+        upstream = []
+        for n in frontier:
+            for i in n.inputs:
+                if id(i) in seen:
+                    continue
+                seen.add(id(i))
+                if isinstance(i, Parameter) and i.name and "/" in i.name:
+                    return f"layer {i.name.rpartition('/')[0]!r}"
+                upstream.append(i)
+        frontier = upstream
+    return "no named layer"
+
+
+def _warn_if_squashed(loss: str, logits: Any, squash: str) -> None:
+    """Warn (once per node) when ``logits`` is the output of ``squash`` (softmax, sigmoid)."""
+    if not isinstance(logits, Expr) or logits.op is None or logits.op.name != squash:
+        return
+    if id(logits) in _WARNED:
+        return
+    _WARNED.add(id(logits))
+    site = logits.where_built()
+    warnings.warn(
+        f"{loss}: its logits are the output of a {squash} ({_layer_of(logits)}"
+        f"{', built at ' + site if site else ''}); the loss applies {squash} itself, so the "
+        f"network's {squash} is applied twice and training slows or stalls. End the network "
+        f"without the {squash} (a linear layer) and apply ex.{squash} to predictions instead.",
+        SquashedLogitsWarning,
+        stacklevel=3,
+    )
+
+
 def softmax_cross_entropy(logits: Any, target: Any) -> Expr:
     """Softmax cross-entropy averaged over the batch; ``target`` holds integer classes or
-    probability rows (one-hot)."""
+    probability rows (one-hot). Warns if ``logits`` is already a softmax."""
+    _warn_if_squashed("softmax_cross_entropy", logits, "softmax")
     if not isinstance(target, Expr) and np.asarray(target).dtype.kind in "iub":
         return SoftmaxCrossEntropy()(as_expr(logits), constant(np.asarray(target)))
     logits, target = as_exprs(logits, target)
@@ -124,7 +170,9 @@ def softmax_cross_entropy(logits: Any, target: Any) -> Expr:
 
 
 def sigmoid_cross_entropy(logits: Any, target: Any) -> Expr:
-    """Binary cross-entropy from logits, summed per example and averaged over the batch."""
+    """Binary cross-entropy from logits, summed per example and averaged over the batch. Warns if
+    ``logits`` is already a sigmoid."""
+    _warn_if_squashed("sigmoid_cross_entropy", logits, "sigmoid")
     logits, target = as_exprs(logits, target)
     return SigmoidCrossEntropy()(logits, target)
 

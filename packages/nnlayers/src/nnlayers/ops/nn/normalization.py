@@ -56,9 +56,16 @@ class BatchNorm(Op):
         self, xp: Any, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any
     ) -> tuple[Any, Any]:
         if self.state.training:
+            count = math.prod(x.shape) // max(int(self.channels or 1), 1)  # batch size varies
+            if count < 2 and math.prod(x.shape) > 0:
+                # PyTorch refuses too: a variance of one value is 0, and the running variance
+                # would collapse towards it
+                raise ValueError(
+                    f"batch_norm: a batch of shape {tuple(x.shape)} has {count} value per "
+                    "channel; the train phase needs at least 2 (a larger batch, or eval phase)"
+                )
             # one kernel (cuDNN on CUDA) for the statistics and the normalisation
             y, mean, inv_std = xp.nn.batch_norm(x, gamma, beta, eps=self.eps)
-            count = math.prod(x.shape) // self.channels  # the batch size may vary per step
             # the biased batch variance, recovered from inv_std = 1 / sqrt(var + eps)
             var = xp.subtract(xp.divide(1.0, xp.multiply(inv_std, inv_std)), self.eps)
             self._update(xp, running_mean, mean, 1.0)
