@@ -131,3 +131,30 @@ def test_predict_and_evaluate_on_no_examples() -> None:
     assert model.predict_proba(empty).shape == (0, 3)
     scores = model.evaluate(empty, np.zeros(0, dtype=np.int64))
     assert set(scores) == {"loss", "accuracy"} and all(np.isnan(v) for v in scores.values())
+
+
+def nan_feed(batch_with_nan: int) -> Feed:
+    x = np.tile(X, (2, 1))
+    y = np.tile(Y, 2)
+    x[4 * (batch_with_nan - 1) + 1, 0] = np.nan
+    return Feed(x, y, batch_size=4, shuffle=False)
+
+
+def test_fit_stops_at_the_step_whose_loss_is_nan_and_keeps_the_checkpoint(tmp_path) -> None:
+    from nnlayers.errors import NonFiniteError
+    from nnlayers.train import Checkpoint
+
+    model = classifier(SGD(0.1))
+    path = tmp_path / "model.safetensors"
+    fit(model, Feed(X, Y, batch_size=4), epochs=1, callbacks=[Checkpoint(path)], progress=False)
+    saved = path.read_bytes()
+    with pytest.raises(NonFiniteError, match=r"loss became nan at epoch 2, step 3;"):
+        fit(model, nan_feed(3), epochs=2, callbacks=[Checkpoint(path)], progress=False)
+    assert path.read_bytes() == saved
+    assert model.epoch == 1 and len(model.history) == 1
+
+
+def test_fit_trains_on_through_nan_when_asked() -> None:
+    model = classifier(SGD(0.1))
+    history = fit(model, nan_feed(2), epochs=1, progress=False, stop_on_nonfinite=False)
+    assert np.isnan(history.last["loss"])

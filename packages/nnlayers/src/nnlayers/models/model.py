@@ -385,6 +385,9 @@ class Means:
         self._pending: list[list[Any]] = [[] for _ in self.names]
         self._sizes: list[int] = []
         self.last: dict[str, float] = {}
+        self.steps = 0  # steps flushed so far
+        #: (step, value) of the first step whose loss (the first name) was NaN or infinite
+        self.first_nonfinite: tuple[int, float] | None = None
 
     def add(self, values: Sequence[Any], n: int) -> None:
         """Record one step's scalars for a batch of ``n`` examples (no host transfer)."""
@@ -400,6 +403,10 @@ class Means:
         sizes = np.asarray(self._sizes, dtype=np.float64)
         stacked = xp.stack([xp.stack(store) for store in self._pending])
         values = np.asarray(xp.to_numpy(stacked), dtype=np.float64).reshape(len(self.names), -1)
+        if self.first_nonfinite is None and not np.isfinite(values[0]).all():
+            k = int(np.argmin(np.isfinite(values[0])))
+            self.first_nonfinite = (self.steps + k + 1, float(values[0, k]))
+        self.steps += len(self._sizes)
         self.totals += values @ sizes
         self.last = dict(zip(self.names, values[:, -1].tolist()))
         for store in self._pending:

@@ -6,6 +6,9 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
+from ..errors import NonFiniteError
 from ..models.model import Means, Model
 from .callbacks import Callback, CallbackList
 from .history import History
@@ -22,6 +25,7 @@ def fit(
     optimizer: Any = None,
     progress: bool = True,
     refresh: float | None = None,
+    stop_on_nonfinite: bool = True,
 ) -> History:
     """Train ``model`` on the batches of ``feed`` until ``epochs`` epochs are complete.
 
@@ -37,6 +41,12 @@ def fit(
     - ``progress``: a tqdm bar per epoch with examples per second and the running mean of the
       metrics, brought from the device every ``refresh`` seconds (default: 0.5 on a terminal,
       30 in a log file) and at the end of an epoch, never per step.
+    - ``stop_on_nonfinite``: a loss that becomes NaN or infinite stops training with a
+      :class:`~nnlayers.errors.NonFiniteError` naming the epoch and step, before the epoch ends,
+      so a :class:`~nnlayers.train.Checkpoint` keeps the last good checkpoint. Host losses (the
+      NumPy backend) are checked every step; device losses when the metrics next reach the host,
+      at most ``NONFINITE_CHECK_STEPS`` steps later (no synchronisation per step).
+      ``False`` trains on regardless.
 
     Returns the model's :class:`History` (``model.history``), which grows across calls.
 
@@ -86,7 +96,9 @@ def fit(
             if set_epoch is not None:
                 set_epoch(epoch)
             hooks.on_epoch_begin(epoch)
-            logs = _run_epoch(model, feed, epoch, epochs, total, progress, refresh, validation)
+            logs = _run_epoch(
+                model, feed, epoch, epochs, total, progress, refresh, validation, stop_on_nonfinite
+            )
             model.epoch = epoch
             history.append({"epoch": epoch, **logs})
             hooks.on_epoch_end(epoch, logs)
@@ -105,6 +117,7 @@ def _run_epoch(
     progress: bool,
     refresh: float | None,
     validation: Any,
+    stop_on_nonfinite: bool = True,
 ) -> dict[str, float]:
     model.train()
     means = Means(model.xp, model.metric_names)
@@ -113,13 +126,26 @@ def _run_epoch(
     logs: dict[str, float] = {}
     start = time.perf_counter()
     try:
-        for batch in feed:
+        for k, batch in enumerate(feed, 1):
             n = int(batch[0].shape[0])
-            add(step(batch), n)
+            values = step(batch)
+            add(values, n)
             update(n)
+            if stop_on_nonfinite:
+                loss = values[0]
+                if isinstance(loss, np.generic | np.ndarray):  # on the host already: free
+                    if not np.isfinite(loss):
+                        _stop(epoch, k, float(loss))
+                elif means.pending >= NONFINITE_CHECK_STEPS:
+                    means.flush()
+                    _check(means, epoch)
             if due():
                 bar.show(means.result())
+                if stop_on_nonfinite:
+                    _check(means, epoch)
         logs = means.result()
+        if stop_on_nonfinite:
+            _check(means, epoch)
         seconds = time.perf_counter() - start
         logs["time"] = seconds
         logs["examples_per_second"] = means.count / seconds if seconds > 0 else float("nan")
@@ -137,6 +163,24 @@ def _run_epoch(
     finally:
         bar.close(logs)
     return logs
+
+
+#: How many steps a device loss may go unchecked for NaN/inf (each check is one host transfer).
+NONFINITE_CHECK_STEPS = 32
+
+
+def _check(means: Means, epoch: int) -> None:
+    if means.first_nonfinite is not None:
+        _stop(epoch, *means.first_nonfinite)
+
+
+def _stop(epoch: int, step: int, value: float) -> None:
+    raise NonFiniteError(
+        f"fit: the loss became {value} at epoch {epoch}, step {step}; training stopped there "
+        "(the parameters may now hold NaN or infinite values; the last checkpoint written is "
+        "kept). Lower the learning rate, clip the gradients or check the data for NaN; "
+        "fit(..., stop_on_nonfinite=False) trains on regardless"
+    )
 
 
 def _examples_per_epoch(feed: Any) -> int | None:
