@@ -252,8 +252,11 @@ def build(session: nox.Session) -> None:
         if not (sdist.is_file() and wheel.is_file()):
             session.error(f"{dist.name}: expected {sdist.name} and {wheel.name} in dist/")
         with zipfile.ZipFile(wheel) as archive:
-            if f"{dist.import_name}/py.typed" not in archive.namelist():
+            names = archive.namelist()
+            if f"{dist.import_name}/py.typed" not in names:
                 session.error(f"{wheel.name} does not ship {dist.import_name}/py.typed")
+            if not any(n.endswith(".dist-info/licenses/LICENSE") for n in names):
+                session.error(f"{wheel.name} does not ship its LICENSE")
     session.log("built: " + ", ".join(sorted(p.name for p in DIST.iterdir())))
 
 

@@ -44,6 +44,13 @@ def _gelu(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
 
 
+def _hinge(z, t):
+    rows = np.arange(len(t))
+    violations = np.maximum(0.0, 1.0 - z[rows, t][:, None] + z)
+    violations[rows, t] = 0.0
+    return violations.sum(1).mean() / z.shape[1]
+
+
 RUNNING_MEAN = np.array([0.3, -0.2, 0.1, 0.5])
 RUNNING_VAR = np.array([0.8, 1.5, 0.6, 1.1])
 
@@ -170,6 +177,24 @@ CASES: list[OpCase] = [
         torch=lambda T, x: T.nn.functional.softplus(x),
     ),
     *unary("gelu", ex.gelu, _gelu, torch=lambda T, x: T.nn.functional.gelu(x, approximate="tanh")),
+    *unary("sin", ex.sin, np.sin, torch=lambda T, x: T.sin(x)),
+    *unary("cos", ex.cos, np.cos, torch=lambda T, x: T.cos(x)),
+    OpCase(
+        "hinge",
+        ex.hinge,
+        [(4, 3), (4,)],
+        _hinge,
+        (real, integers(3)),
+        torch=lambda T, z, t: T.nn.functional.multi_margin_loss(z, t),
+    ),
+    OpCase(
+        "l1_penalty",
+        lambda a, b: ex.l1_penalty([a, b], 0.1),
+        [(2, 3), (4,)],
+        lambda a, b: 0.1 * (np.abs(a).sum() + np.abs(b).sum()),
+        (away_from_zero, away_from_zero),
+        torch=lambda T, a, b: 0.1 * (a.abs().sum() + b.abs().sum()),
+    ),
     *unary(
         "clip",
         lambda x: ex.clip(x, -0.5, 0.7),

@@ -30,6 +30,8 @@ from ..ops.loss.cross_entropy import (
     softmax_cross_entropy,
 )
 from ..ops.loss.divergence import kl_standard_normal
+from ..ops.loss.margin import hinge
+from ..ops.loss.penalty import l1_penalty, l2_penalty
 from ..ops.loss.regression import squared_error
 from ..ops.math.activation import (
     elu,
@@ -68,8 +70,9 @@ from ..ops.math.elementwise import (
 )
 from ..ops.math.linalg import matmul, norm
 from ..ops.math.reduction import argmax, argmin, max, mean, min, sum
+from ..ops.math.trigonometric import cos, sin
 from ..ops.nn.convolution import conv2d, conv2d_transpose
-from ..ops.nn.dropout import dropout
+from ..ops.nn.dropout import drop_connect, dropout
 from ..ops.nn.normalization import batch_norm, layer_norm
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
 from ..ops.nn.softmax import log_softmax, softmax
@@ -81,12 +84,13 @@ pow = power  # noqa: A001 - the Array API name
 __all__ = [
     "Constant", "Expr", "Placeholder", "Spec", "abs", "add", "argmax", "argmin", "as_expr", "astype", "avg_pool2d",
     "batch_norm", "binary_cross_entropy_with_logits", "broadcast_to", "clip", "concat",
-    "constant", "conv2d", "conv2d_transpose", "divide", "dropout", "elu", "equal", "exp",
-    "expand_dims", "flatten", "gelu", "getitem", "greater", "greater_equal", "kl_standard_normal",
+    "constant", "conv2d", "conv2d_transpose", "cos", "divide", "drop_connect", "dropout", "elu", "equal", "exp",
+    "expand_dims", "flatten", "gelu", "getitem", "greater", "greater_equal", "hinge",
+    "kl_standard_normal", "l1_penalty", "l2_penalty",
     "layer_norm", "leaky_relu", "less", "less_equal", "log", "log1p", "log_sigmoid",
     "log_softmax", "matmul", "max", "max_pool2d", "maximum", "mean", "min", "minimum",
     "multiply", "negative", "norm", "not_equal", "one_hot", "pad", "permute_dims", "placeholder",
-    "pow", "power", "relu", "reshape", "sigmoid", "sigmoid_cross_entropy", "softmax",
+    "pow", "power", "relu", "reshape", "sigmoid", "sigmoid_cross_entropy", "sin", "softmax",
     "softmax_cross_entropy", "softplus", "split", "sqrt", "square", "squared_error", "squeeze",
     "stack", "stop_gradient", "subtract", "sum", "take", "tanh", "transpose", "where",
 ]  # fmt: skip

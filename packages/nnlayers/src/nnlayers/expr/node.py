@@ -274,6 +274,11 @@ def placeholder(shape: Any, dtype: Any = None, name: str | None = None) -> Place
     """
     if isinstance(shape, int | np.integer):
         shape = (shape,)
+    if not isinstance(shape, tuple | list):
+        raise ShapeError(
+            f"placeholder {name!r}: the shape must be a tuple of sizes, with None for a size "
+            f"known only when fed (e.g. (None, 784)); got {shape!r}"
+        )
     dims = tuple(None if d is None else int(d) for d in shape)
     if any(d is not None and d < 0 for d in dims):
         raise ShapeError(f"placeholder {name!r}: negative size in shape {format_shape(dims)}")

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..expr.node import Expr
 from ..expr.spec import Spec
+from ..ops.nn.dropout import drop_connect as _drop_connect
 from .base import Activation, Layer, float_dtype, get_activation, known
 
 
@@ -15,6 +16,9 @@ class Affine(Layer):
 
     ``weight`` has shape ``(inputs, units)``; ``inputs`` is read from the first input. Inputs
     with more axes (``(N, T, D)``) are transformed at every position.
+
+    ``drop_connect=rate`` drops each weight with probability ``rate`` in the train phase
+    (DropConnect), as ``dropout`` drops activations.
 
     ``weight=`` ties the weight to another one: a :class:`nnlayers.Parameter`, an expression of
     the right shape (``embedding.weight.T``), or a function returning one, called when this
@@ -37,10 +41,14 @@ class Affine(Layer):
         bias_init: Any = "zeros",
         weight: Expr | Callable[[], Expr] | None = None,
         weight_decay: float | None = None,
+        drop_connect: float = 0.0,
         name: str | None = None,
         seed: int | None = None,
     ) -> None:
         super().__init__(name=name, seed=seed)
+        if not 0.0 <= drop_connect < 1.0:
+            raise ValueError(f"Affine: drop_connect must be in [0, 1), got {drop_connect}")
+        self.drop_connect = float(drop_connect)
         if int(units) < 1:
             raise ValueError(f"Affine: units must be positive, got {units}")
         self.units = int(units)
@@ -69,13 +77,21 @@ class Affine(Layer):
             self.add_param("bias", (self.units,), self.bias_init, dtype=dt, weight_decay=0.0)
 
     def forward(self, x: Expr) -> Expr:
-        y = x @ self._weight
+        weight: Expr = self._weight
+        if self.drop_connect:
+            weight = _drop_connect(weight, self.drop_connect)
+        y = x @ weight
         if self.use_bias:
             y = y + self._params["bias"]
         return y if self._activation is None else self._activation(y)
 
     def config(self) -> dict[str, Any]:
-        return {"units": self.units, "activation": self.activation, "name": self.name}
+        return {
+            "units": self.units,
+            "activation": self.activation,
+            "drop_connect": self.drop_connect,
+            "name": self.name,
+        }
 
 
 Linear = Affine

@@ -1,21 +1,29 @@
 """Op declarations, one class per op, in family files under category folders.
 
-``math/`` (arithmetic, exponential, comparison, activation, reduction, linalg), ``array/``
+``math/`` (arithmetic, exponential, trigonometric, comparison, activation, reduction, linalg), ``array/``
 (shape, indexing, join), ``nn/`` (convolution, pooling, normalization, dropout, softmax),
-``loss/`` (cross_entropy, regression, divergence) and ``control`` (stop_gradient). Importing
+``loss/`` (cross_entropy, regression, divergence, margin, penalty) and ``control`` (stop_gradient). Importing
 this package imports every family, so :data:`REGISTRY` lists every op.
 """
 
 from . import control
 from .array import indexing, join, shape
 from .base import REGISTRY, Broadcasting, Op, Unary, unbroadcast
-from .loss import cross_entropy, divergence, regression
-from .math import activation, arithmetic, comparison, exponential, linalg, reduction
+from .loss import cross_entropy, divergence, margin, penalty, regression
+from .math import (
+    activation,
+    arithmetic,
+    comparison,
+    exponential,
+    linalg,
+    reduction,
+    trigonometric,
+)
 from .nn import convolution, dropout, normalization, pooling, softmax
 
 __all__ = [
     "REGISTRY", "Broadcasting", "Op", "Unary", "activation", "arithmetic", "comparison", "control",
     "convolution", "cross_entropy", "divergence", "dropout", "exponential", "indexing", "join",
-    "linalg", "normalization", "pooling", "reduction", "regression", "shape", "softmax",
-    "unbroadcast",
+    "linalg", "margin", "normalization", "penalty", "pooling", "reduction", "regression", "shape",
+    "softmax", "trigonometric", "unbroadcast",
 ]  # fmt: skip

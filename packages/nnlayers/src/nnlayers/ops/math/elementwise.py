@@ -17,9 +17,10 @@ from .comparison import (
     where,
 )
 from .exponential import exp, log, log1p
+from .trigonometric import cos, sin
 
 __all__ = [
-    "abs", "add", "astype", "clip", "divide", "equal", "exp", "greater", "greater_equal", "less",
-    "less_equal", "log", "log1p", "maximum", "minimum", "multiply", "negative", "not_equal",
-    "power", "sqrt", "square", "subtract", "where",
+    "abs", "add", "astype", "clip", "cos", "divide", "equal", "exp", "greater", "greater_equal",
+    "less", "less_equal", "log", "log1p", "maximum", "minimum", "multiply", "negative",
+    "not_equal", "power", "sin", "sqrt", "square", "subtract", "where",
 ]  # fmt: skip

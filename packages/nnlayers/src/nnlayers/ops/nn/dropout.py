@@ -51,3 +51,10 @@ class Dropout(Op):
 def dropout(x: Any, rate: float = 0.5, spatial: bool = False) -> Expr:
     """Dropout with drop probability ``rate`` (whole channels of NCHW ``x`` if ``spatial``)."""
     return Dropout(rate, spatial)(x)
+
+
+def drop_connect(weight: Any, rate: float = 0.5) -> Expr:
+    """DropConnect (Wan et al., 2013): each *weight* is dropped with probability ``rate`` in the
+    train phase (a new mask every step, kept weights scaled by ``1 / (1 - rate)``), and the
+    weight is used as it is in the eval phase. ``Affine(..., drop_connect=rate)`` applies it."""
+    return Dropout(rate, False)(weight)
