@@ -106,14 +106,19 @@ BACKENDS: dict[str, Distribution] = {
 }
 
 
-def selected_backend() -> list[str]:
-    """``session.install`` arguments for the backend ``ARRAYCORE_BACKEND`` names, if it is ours.
+#: A backend that is not in this repo (a third party's, or yours): pip requirements or paths,
+#: separated by spaces, that the sessions running on ``ARRAYCORE_BACKEND`` install beside
+#: arraycore, e.g. ``ARRAYCORE_BACKEND=torch ARRAYCORE_BACKEND_PACKAGE=../arraycore-torch``.
+BACKEND_PACKAGE = "ARRAYCORE_BACKEND_PACKAGE"
 
-    Its distribution (editable, with the extras its device needs) goes into the same install
-    call as arraycore itself, so the resolver finds the sibling package on disk.
-    """
+
+def selected_backend() -> list[str]:
+    """``session.install`` arguments for the backend ``ARRAYCORE_BACKEND`` names: ours (editable,
+    with the extras its device needs, in the same install call as arraycore so the resolver finds
+    the sibling package on disk), and whatever ``ARRAYCORE_BACKEND_PACKAGE`` lists."""
     name = os.environ.get("ARRAYCORE_BACKEND", "numpy")
-    return backend_requirement(name) if name in BACKENDS else []
+    extra = os.environ.get(BACKEND_PACKAGE, "").split()
+    return (backend_requirement(name) if name in BACKENDS else []) + extra
 
 
 def backend_requirement(name: str) -> list[str]:
@@ -227,6 +232,32 @@ def oracle(session: nox.Session) -> None:
     tests = f"{nn.relpath}/tests/ops/test_torch_oracle.py"
     for backend in ("numpy", *SUITE_BACKENDS):
         session.run("pytest", tests, *session.posargs, env={"ARRAYCORE_BACKEND": backend})
+
+
+@nox.session
+def conformance_selected(session: nox.Session) -> None:
+    """The conformance kit on the backend ``ARRAYCORE_BACKEND`` names, with
+    ``ARRAYCORE_BACKEND_PACKAGE`` installed: how a backend from outside this repo is checked."""
+    name = os.environ.get("ARRAYCORE_BACKEND", "numpy")
+    session.install(*CORE.requirement("test"), *selected_backend())
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "--pyargs",
+        "arraycore.testing.conformance",
+        f"--arraycore-backend={name}",
+        *session.posargs,
+    )
+
+
+@nox.session
+def tests_on_selected(session: nox.Session) -> None:
+    """The nnlayers test suite on the backend ``ARRAYCORE_BACKEND`` names, with
+    ``ARRAYCORE_BACKEND_PACKAGE`` installed (any backend, this repo's or a third party's)."""
+    nn = PACKAGES["nnlayers"]
+    session.install(*CORE.requirement("test"), *nn.requirement("test"), *selected_backend())
+    session.run("pytest", f"{nn.relpath}/tests", *session.posargs)
 
 
 @nox.session
