@@ -39,3 +39,15 @@ class MissingLibraryBackend(TinyBackend):
 
 class NotABackend:
     """An entry point that names something that is not a Backend."""
+
+
+class NoVersionBackend(MissingLibraryBackend):
+    """Cannot tell its versions without its library either (``version()`` imports it)."""
+
+    name = "noversion"
+
+    @classmethod
+    def version(cls) -> str:
+        import arraycore_library_that_does_not_exist  # type: ignore[import-not-found] # noqa: F401
+
+        return "never"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
@@ -29,8 +30,9 @@ def test_info_lists_backends_devices_versions_and_active() -> None:
     for name, hint in (("cuda", "arraycore[cuda12]"), ("opencl", "arraycore[opencl]")):
         line = next(line for line in out.splitlines() if line.startswith(f"  {name}:"))
         if "NOT USABLE" in line:
-            why = out.split(line, 1)[1].splitlines()[1]
-            assert "why:" in why
+            details = out.split(line, 1)[1].splitlines()[1:]
+            block = list(itertools.takewhile(lambda d: d.startswith("    "), details))
+            why = next(d for d in block if d.strip().startswith("why:"))
             assert hint in why or "cannot run here" in why
 
 
@@ -44,8 +46,77 @@ def test_info_survives_an_unusable_selection() -> None:
     result = run(
         sys.executable, "-m", "arraycore", "info", env={"ARRAYCORE_BACKEND": "nosuchbackend"}
     )
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # the selection cannot run: say so in the status
     assert "NOT USABLE: unknown backend 'nosuchbackend'" in result.stdout
+    assert "the selected backend 'nosuchbackend' cannot run here" in result.stdout
+    assert "$ARRAYCORE_BACKEND='nosuchbackend'" in result.stdout
+
+
+def test_info_says_when_the_environment_selects_nothing() -> None:
+    result = run(sys.executable, "-m", "arraycore", "info")
+    assert "$ARRAYCORE_BACKEND not set: numpy" in result.stdout
+    assert "$ARRAYCORE_BACKEND='numpy'" not in result.stdout
+
+
+def test_info_piped_into_head_ends_quietly() -> None:
+    done = subprocess.run(
+        f"{sys.executable} -m arraycore info | head -n 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.startswith("arraycore ")
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr
+
+
+def test_info_shows_the_probe_reason_when_version_fails_too(monkeypatch) -> None:
+    from importlib import metadata
+
+    from arraycore import _registry
+    from arraycore.__main__ import backend_report
+
+    real = _registry.entry_points
+
+    def with_extra() -> dict[str, metadata.EntryPoint]:
+        found = real()
+        found["noversion"] = metadata.EntryPoint(
+            "noversion", "_broken_backends:NoVersionBackend", _registry.ENTRY_POINT_GROUP
+        )
+        return found
+
+    monkeypatch.setattr(_registry, "entry_points", with_extra)
+    row = next(r for r in backend_report() if r["name"] == "noversion")
+    assert not row["usable"]
+    assert "its library 'arraycore_library_that_does_not_exist' is missing" in row["reason"]
+    assert row["version"].startswith("unknown (ModuleNotFoundError")
+
+
+def test_conformance_command_runs_from_inside_the_checkout() -> None:
+    """pytest gets a fresh interpreter, so the repo's filterwarnings=error meets no
+    PytestAssertRewriteWarning about an arraycore imported before it."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "arraycore",
+            "conformance",
+            "tiny",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-k",
+            "test_info",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=root,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "PytestAssertRewriteWarning" not in done.stdout + done.stderr
+    assert " passed" in done.stdout
 
 
 def test_console_script_is_installed() -> None:

@@ -7,6 +7,8 @@ arraycore conformance NAME     run the conformance kit against backend NAME (pyt
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from importlib import metadata
 from typing import Any
@@ -37,7 +39,10 @@ def backend_report() -> list[dict[str, Any]]:
         row["distribution"] = _distribution_of(eps[name])
         try:
             cls = _registry.backend_class(name)
-            row["version"] = cls.version()
+            try:  # a backend may not know its versions where it cannot run: never the reason
+                row["version"] = cls.version()
+            except Exception as exc:
+                row["version"] = f"unknown ({type(exc).__name__}: {exc})"
             cls.probe()
             devices = cls.devices()
             row["devices"] = [str(d) for d in devices]
@@ -64,13 +69,16 @@ def info(stream: Any = None) -> int:
     )
     backend, device = _registry._env_selection()
     current = _registry._current.get()
+    usable = True
     try:
         active = str(current or _registry.namespace())
     except BackendError as exc:
+        usable = False
         active = f"{backend!r} (device {device!r}) -- NOT USABLE: {exc}"
     print(f"active: {active}", file=out)
     print(
-        f"  (from ${_registry.ENV_BACKEND}={backend!r}, ${_registry.ENV_DEVICE}={device!r})",
+        f"  ({_describe_env(_registry.ENV_BACKEND, _registry.DEFAULT_BACKEND)}, "
+        f"{_describe_env(_registry.ENV_DEVICE, 'its default device')})",
         file=out,
     )
     print("backends:", file=out)
@@ -83,19 +91,38 @@ def info(stream: Any = None) -> int:
             print(f"    device {dev}", file=out)
         if not row["usable"]:
             print(f"    why: {row['reason']}", file=out)
-    return 0
+    if not usable:
+        print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
+    return 0 if usable else 1
+
+
+def _describe_env(variable: str, default: str) -> str:
+    value = os.environ.get(variable, "").strip()
+    return f"${variable}={value!r}" if value else f"${variable} not set: {default}"
 
 
 def conformance(name: str, extra: list[str]) -> int:
-    """Run the conformance kit against backend ``name``; returns pytest's exit status."""
-    import pytest
+    """Run the conformance kit against backend ``name``; returns pytest's exit status.
 
+    pytest runs in a fresh interpreter: this one has imported arraycore already, which pytest
+    could no longer rewrite for its assertion messages (a warning that a project's
+    ``filterwarnings = error`` turns into a failure).
+    """
     args = ["--pyargs", "arraycore.testing.conformance", f"--arraycore-backend={name}", *extra]
-    return int(pytest.main(args))
+    return subprocess.call([sys.executable, "-m", "pytest", *args])
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``arraycore`` console script."""
+    """Entry point of the ``arraycore`` console script (``arraycore info | head`` ends quietly)."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader went away: stop writing, and keep Python from complaining at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arraycore", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("info", help="list backends, devices, versions and the active one")
