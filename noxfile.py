@@ -184,9 +184,13 @@ def conformance(session: nox.Session, backend: str) -> None:
     run_conformance_kit(session, backend)
 
 
-def run_conformance_kit(session: nox.Session, backend: str, *options: str) -> None:
-    """Install arraycore's test extra and ``backend``, then run the kit with ``options``."""
-    session.install(*CORE.requirement("test"), *backend_requirement(backend))
+def run_conformance_kit(
+    session: nox.Session, backend: str, *options: str, install: list[str] | None = None
+) -> None:
+    """Install arraycore's test extra and ``backend`` (or what ``install`` lists), then run the
+    kit with ``options``."""
+    backend_install = backend_requirement(backend) if install is None else install
+    session.install(*CORE.requirement("test"), *backend_install)
     session.run(
         "python",
         "-m",
@@ -239,16 +243,7 @@ def conformance_selected(session: nox.Session) -> None:
     """The conformance kit on the backend ``ARRAYCORE_BACKEND`` names, with
     ``ARRAYCORE_BACKEND_PACKAGE`` installed: how a backend from outside this repo is checked."""
     name = os.environ.get("ARRAYCORE_BACKEND", "numpy")
-    session.install(*CORE.requirement("test"), *selected_backend())
-    session.run(
-        "python",
-        "-m",
-        "pytest",
-        "--pyargs",
-        "arraycore.testing.conformance",
-        f"--arraycore-backend={name}",
-        *session.posargs,
-    )
+    run_conformance_kit(session, name, install=selected_backend())
 
 
 @nox.session

@@ -20,6 +20,7 @@ import pytest
 
 import arraycore
 import arraycore_cuda
+from arraycore_cuda import _verify_core as core
 from arraycore_cuda import verify
 
 SCRIPT = Path(verify.__file__)
@@ -31,20 +32,20 @@ def run_verify(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def context(tmp_path: Path, wheelhouse: Path | None = None) -> verify.Context:
-    return verify.Context(
+def context(tmp_path: Path, wheelhouse: Path | None = None) -> core.Context:
+    return core.Context(
         python=sys.executable,
         out=tmp_path / "report",
         repo=None,
         wheelhouse=wheelhouse,
         site=tmp_path / "report" / "site-packages",
         deadline=time.monotonic() + 600,
-        gpu=verify.probe_gpu(),
+        gpu=core.probe_gpu(),
     )
 
 
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_non_zero(tmp_path: Path) -> None:
-    gpu = verify.probe_gpu()
+    gpu = core.probe_gpu()
     if gpu.present:
         pytest.skip(f"this machine has a GPU ({gpu.devices}): the GPU stages would run")
     out = tmp_path / "report"
@@ -94,7 +95,7 @@ def test_pytest_stage_counts_failures_and_skips(tmp_path: Path) -> None:
         "def test_bad():\n    assert 1 + 1 == 3, 'arithmetic'\n"
         "def test_skipped():\n    pytest.skip('needs two GPUs')\n"
     )
-    result = verify.pytest_stage(context(tmp_path), "sample", [str(tests)], 120)
+    result = core.pytest_stage(context(tmp_path), "sample", [str(tests)], 120)
     assert result["status"] == "failed"
     assert (result["passed"], result["failed"], result["skipped"]) == (1, 1, 1)
     assert len(result["failures"]) == 1 and "test_bad" in result["failures"][0]
@@ -108,7 +109,7 @@ def test_a_stage_past_its_timeout_is_killed_and_the_run_goes_on(tmp_path: Path) 
     code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
     run = ctx.run("sleepy", [sys.executable, "-c", code], timeout=2)
     assert run.timed_out and time.monotonic() - start < 30
-    assert verify.outcome(run, True, "slept")["status"] == "timeout"
+    assert core.outcome(run, True, "slept")["status"] == "timeout"
     after = ctx.run("next", [sys.executable, "-c", "print('still here')"], timeout=60)
     assert after.rc == 0 and "still here" in after.output
 
@@ -189,7 +190,7 @@ def test_wheelhouse_stage_checks_hashes_tags_and_completeness(tmp_path: Path) ->
 def test_unpacked_wheel_imports_with_its_metadata_and_entry_points(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "demo-backend", "2.0")
     site = tmp_path / "site"
-    verify.unpack_wheel(wheel, site)
+    core.unpack_wheel(wheel, site)
     code = (
         "import importlib.metadata as m, demo_backend, demo_backend_extra\n"
         "eps = m.entry_points(group='arraycore.backends')\n"

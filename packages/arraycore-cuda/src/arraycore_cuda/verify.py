@@ -45,38 +45,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-try:  # python -m arraycore_cuda.verify
-    from ._verify_core import (
-        Context,
-        Result,
-        find_repo,
-        no_checkout,
-        outcome,
-        previous_stages,
-        probe_gpu,
-        pytest_stage,
-        repo_path,
-        tail,
-        unpack_wheel,
-        wheel_tags,
-        write_report,
-    )
-except ImportError:  # python3 .../arraycore_cuda/verify.py, before anything is installed
-    from _verify_core import (  # type: ignore[no-redef,import-not-found]
-        Context,
-        Result,
-        find_repo,
-        no_checkout,
-        outcome,
-        previous_stages,
-        probe_gpu,
-        pytest_stage,
-        repo_path,
-        tail,
-        unpack_wheel,
-        wheel_tags,
-        write_report,
-    )
+if __package__:  # python -m arraycore_cuda.verify
+    from . import _verify_core as core
+else:  # python3 .../arraycore_cuda/verify.py, before anything is installed
+    import _verify_core as core  # type: ignore[import-not-found,no-redef]
 
 #: The wheelhouse's manifest, written by ``nox -s wheelhouse`` beside the wheels.
 MANIFEST = "wheelhouse.json"
@@ -118,7 +90,7 @@ TIMEOUTS = {
 
 
 # -- the stages ---------------------------------------------------------------------------------
-def stage_wheelhouse(ctx: Context, timeout: float) -> Result:
+def stage_wheelhouse(ctx: core.Context, timeout: float) -> core.Result:
     """Each file of the manifest is there with its hash and size; the total is under 60 MiB."""
     if ctx.wheelhouse is None:
         return {"status": "skipped", "summary": "no wheelhouse (using the installed packages)"}
@@ -137,7 +109,7 @@ def stage_wheelhouse(ctx: Context, timeout: float) -> Result:
         total += len(data)
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:
             problems.append(f"{entry['file']}: sha256 differs from {MANIFEST}")
-        python_tag = wheel_tags(entry["file"])[0]
+        python_tag = core.wheel_tags(entry["file"])[0]
         if python_tag.startswith("cp") and python_tag != here:
             problems.append(f"{entry['file']} is for {python_tag}, this Python is {here}")
     missing = set(OURS) - {entry["project"] for entry in manifest["wheels"]}
@@ -156,7 +128,7 @@ def stage_wheelhouse(ctx: Context, timeout: float) -> Result:
     }
 
 
-def importable(ctx: Context, module: str) -> bool:
+def importable(ctx: core.Context, module: str) -> bool:
     """Whether the node's Python (without our site folder) imports ``module``'s spec."""
     code = (
         "import importlib.util as u, sys\n"
@@ -171,7 +143,7 @@ def importable(ctx: Context, module: str) -> bool:
         return False
 
 
-def stage_install(ctx: Context, timeout: float) -> Result:
+def stage_install(ctx: core.Context, timeout: float) -> core.Result:
     """Install the wheelhouse offline into ``<out>/site-packages``: our wheels always, the
     runtime wheels (cudnn frontend, cuda-bindings) only where the node lacks them."""
     if ctx.wheelhouse is None:
@@ -193,11 +165,13 @@ def stage_install(ctx: Context, timeout: float) -> Result:
         pip += ["--disable-pip-version-check", "--find-links", str(ctx.wheelhouse)]
         run = ctx.run("install", [*pip, "--target", str(ctx.site), *map(str, chosen)], timeout)
         if run.rc != 0:
-            return outcome(run, False, f"pip install --no-index failed: {tail(run.output, 5)}")
+            return core.outcome(
+                run, False, f"pip install --no-index failed: {core.tail(run.output, 5)}"
+            )
         how = "pip install --no-index --no-deps --target"
     else:
         for wheel in chosen:
-            unpack_wheel(wheel, ctx.site)
+            core.unpack_wheel(wheel, ctx.site)
         how = "unpacked (this Python has no pip)"
     check = ctx.run("install", [ctx.python, "-m", "pip", "check"], 120) if has_pip == 0 else None
     unmet = []
@@ -255,12 +229,12 @@ print("VERSIONS " + json.dumps(out))
 """
 
 
-def stage_versions(ctx: Context, timeout: float) -> Result:
+def stage_versions(ctx: core.Context, timeout: float) -> core.Result:
     """Driver, GPU, CuPy, libcudnn, cudnn-frontend, torch and our own versions."""
     run = ctx.run("versions", [ctx.python, "-c", VERSIONS_CODE], timeout)
     found = next((ln for ln in run.output.splitlines() if ln.startswith("VERSIONS ")), None)
     if found is None:
-        return outcome(run, False, f"no versions printed: {tail(run.output, 5)}")
+        return core.outcome(run, False, f"no versions printed: {core.tail(run.output, 5)}")
     versions = {
         "driver CUDA": ctx.gpu.driver_cuda or None,
         "GPUs": ctx.gpu.devices,
@@ -276,7 +250,7 @@ def stage_versions(ctx: Context, timeout: float) -> Result:
     )
     if problems:
         summary += "; " + "; ".join(problems)
-    return outcome(run, not problems, summary, versions=versions, problems=problems)
+    return core.outcome(run, not problems, summary, versions=versions, problems=problems)
 
 
 def gpu_version_problems(versions: dict[str, Any]) -> list[str]:
@@ -320,7 +294,7 @@ sys.exit(1 if failed else 0)
 """
 
 
-def stage_imports(ctx: Context, timeout: float) -> Result:
+def stage_imports(ctx: core.Context, timeout: float) -> core.Result:
     """Every module of arraycore, arraycore_cuda and nnlayers imports."""
     run = ctx.run("imports", [ctx.python, "-c", IMPORTS_CODE], timeout)
     count = re.search(r"^IMPORTED (\d+)$", run.output, re.M)
@@ -328,48 +302,48 @@ def stage_imports(ctx: Context, timeout: float) -> Result:
     summary = f"{count.group(1) if count else 0} modules imported"
     if failed or run.rc != 0:
         summary += f"; {len(failed)} failed" + (f": {failed[0]}" if failed else "")
-    return outcome(run, run.rc == 0 and count is not None, summary, failures=failed)
+    return core.outcome(run, run.rc == 0 and count is not None, summary, failures=failed)
 
 
-def stage_info(ctx: Context, timeout: float) -> Result:
+def stage_info(ctx: core.Context, timeout: float) -> core.Result:
     run = ctx.run(
         "info", [ctx.python, "-m", "arraycore", "info"], timeout, ARRAYCORE_BACKEND="cuda"
     )
     usable = re.search(r"^\s+cuda: usable", run.output, re.M) is not None
     path = re.search(r"nn kernels: (.*)$", run.output, re.M)
-    summary = "cuda usable" if usable else "cuda NOT usable: " + tail(run.output, 3)
+    summary = "cuda usable" if usable else "cuda NOT usable: " + core.tail(run.output, 3)
     if path:
         summary += f"; nn kernels: {path.group(1)}"
-    return outcome(run, run.rc == 0 and usable, summary, text=run.output)
+    return core.outcome(run, run.rc == 0 and usable, summary, text=run.output)
 
 
-def stage_cuda_tests(ctx: Context, timeout: float) -> Result:
-    tests = repo_path(ctx, "packages", "arraycore-cuda", "tests")
+def stage_cuda_tests(ctx: core.Context, timeout: float) -> core.Result:
+    tests = core.repo_path(ctx, "packages", "arraycore-cuda", "tests")
     if tests is None:
-        return no_checkout("packages/arraycore-cuda/tests")
-    return pytest_stage(ctx, "cuda-tests", [str(tests)], timeout)
+        return core.no_checkout("packages/arraycore-cuda/tests")
+    return core.pytest_stage(ctx, "cuda-tests", [str(tests)], timeout)
 
 
-def conformance_stage(name: str, **env: str) -> Callable[[Context, float], Result]:
-    def stage(ctx: Context, timeout: float) -> Result:
+def conformance_stage(name: str, **env: str) -> Callable[[core.Context, float], core.Result]:
+    def stage(ctx: core.Context, timeout: float) -> core.Result:
         args = ["--pyargs", "arraycore.testing.conformance", "--arraycore-backend=cuda"]
-        return pytest_stage(ctx, name, args, timeout, **env)
+        return core.pytest_stage(ctx, name, args, timeout, **env)
 
     stage.__doc__ = f"The conformance kit on cuda{' with ' + str(env) if env else ''}."
     return stage
 
 
-def stage_nnlayers(ctx: Context, timeout: float) -> Result:
-    tests = repo_path(ctx, "packages", "nnlayers", "tests")
+def stage_nnlayers(ctx: core.Context, timeout: float) -> core.Result:
+    tests = core.repo_path(ctx, "packages", "nnlayers", "tests")
     if tests is None:
-        return no_checkout("packages/nnlayers/tests")
-    return pytest_stage(ctx, "nnlayers", [str(tests)], timeout, ARRAYCORE_BACKEND="cuda")
+        return core.no_checkout("packages/nnlayers/tests")
+    return core.pytest_stage(ctx, "nnlayers", [str(tests)], timeout, ARRAYCORE_BACKEND="cuda")
 
 
 ACCURACY = re.compile(r"held-out accuracy ([0-9.]+)%")
 
 
-def stage_demo(ctx: Context, timeout: float) -> Result:
+def stage_demo(ctx: core.Context, timeout: float) -> core.Result:
     """The digits demo on numpy, then on cuda; the accuracies differ by at most 0.5 points."""
     found: dict[str, Any] = {}
     for backend in ("numpy", "cuda"):
@@ -383,7 +357,7 @@ def stage_demo(ctx: Context, timeout: float) -> Result:
             "accuracy": float(match.group(1)) if match else None,
         }
         if run.timed_out:
-            return outcome(run, False, f"the {backend} demo did not finish", runs=found)
+            return core.outcome(run, False, f"the {backend} demo did not finish", runs=found)
     acc = [found[b]["accuracy"] for b in ("numpy", "cuda")]
     if None in acc:
         return {"status": "failed", "summary": f"no accuracy printed: {found}", "runs": found}
@@ -393,18 +367,18 @@ def stage_demo(ctx: Context, timeout: float) -> Result:
     return {"status": "passed" if ok else "failed", "summary": summary, "runs": found}
 
 
-def stage_bench(ctx: Context, timeout: float) -> Result:
+def stage_bench(ctx: core.Context, timeout: float) -> core.Result:
     """nnlayers[cuda] against PyTorch on the same GPU: ratios of median step times."""
-    script = repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_training.py")
+    script = core.repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_training.py")
     if script is None:
-        return no_checkout("packages/nnlayers/benchmarks")
+        return core.no_checkout("packages/nnlayers/benchmarks")
     result = ctx.out / "bench.json"
     result.unlink(missing_ok=True)
     budget = "1" if ctx.quick else "6"
     cmd = [ctx.python, str(script), "--budget", budget, "--only", "mlp,lenet,small,memory"]
     run = ctx.run("bench", [*cmd, "--json", str(result)], timeout, ARRAYCORE_BACKEND="cuda")
     if not result.is_file():
-        return outcome(run, False, f"no results written: {tail(run.output, 5)}")
+        return core.outcome(run, False, f"no results written: {core.tail(run.output, 5)}")
     data = json.loads(result.read_text(encoding="utf-8"))
     ratios = {}
     for case in data["cases"]:
@@ -412,14 +386,16 @@ def stage_bench(ctx: Context, timeout: float) -> Result:
         if times.get("nnlayers[cuda]") and times.get("PyTorch[cuda]"):
             ratios[case["name"]] = round(times["nnlayers[cuda]"] / times["PyTorch[cuda]"], 3)
     if not ratios:
-        return outcome(run, False, "no nnlayers[cuda] / PyTorch[cuda] pair was timed", bench=data)
+        return core.outcome(
+            run, False, "no nnlayers[cuda] / PyTorch[cuda] pair was timed", bench=data
+        )
     summary = "; ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
     met = all(ratio <= BENCH_TARGET for ratio in ratios.values())
     summary += f" (target <= {BENCH_TARGET}x: {'met' if met else 'NOT met'})"
-    return outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
+    return core.outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
 
 
-STAGES: dict[str, Callable[[Context, float], Result]] = {
+STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "wheelhouse": stage_wheelhouse,
     "install": stage_install,
     "versions": stage_versions,
@@ -461,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown stage(s) {', '.join(unknown)}; stages: {', '.join(STAGES)}")
     here = Path(__file__).resolve().parent
-    repo = args.repo or find_repo(Path.cwd()) or find_repo(here)
+    repo = args.repo or core.find_repo(Path.cwd()) or core.find_repo(here)
     wheelhouse = None
     if not args.no_wheelhouse:
         wheelhouse = args.wheelhouse or (repo / "wheelhouse" if repo else None)
@@ -472,18 +448,18 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     start, started = time.monotonic(), time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    ctx = Context(
+    ctx = core.Context(
         python=sys.executable,
         out=out,
         repo=repo.resolve() if repo else None,
         wheelhouse=wheelhouse.resolve() if wheelhouse else None,
         site=out / "site-packages",
         deadline=start + args.deadline,
-        gpu=probe_gpu(),
+        gpu=core.probe_gpu(),
         quick=args.quick,
     )
-    results: dict[str, Result] = {}
-    earlier = previous_stages(out / "report.json") if only else {}
+    results: dict[str, core.Result] = {}
+    earlier = core.previous_stages(out / "report.json") if only else {}
     for name, stage in STAGES.items():
         if only and name not in only and name in earlier:
             results[name] = {**earlier[name], "earlier run": True}
@@ -505,8 +481,8 @@ def main(argv: list[str] | None = None) -> int:
         results[name] = result
         if ctx.gpu.present:
             print(f"{name}: {result['status']} ({result['seconds']} s) {result['summary']}")
-        write_report(ctx, results, started, time.monotonic() - start)
-    write_report(ctx, results, started, time.monotonic() - start)
+        core.write_report(ctx, results, started, time.monotonic() - start)
+    core.write_report(ctx, results, started, time.monotonic() - start)
     bad = [n for n, r in results.items() if r["status"] not in ("passed", "skipped", "not run")]
     if not ctx.gpu.present:
         ran = ", ".join(f"{n} {r['status']}" for n, r in results.items() if n in HOST_STAGES)
