@@ -350,7 +350,7 @@ WHEELHOUSE_RUNTIME = (
 )
 WHEELHOUSE_OURS = ("arraycore", "arraycore-cuda", "nnlayers")
 #: What the GPU node has installed that our wheels need (for the offline install check here).
-NODE_PACKAGES = ("numpy>=2.1", "tqdm", "pytest", "hypothesis", "safetensors")
+NODE_PACKAGES = ("numpy>=2.1", "tqdm>=4.66", "pytest", "hypothesis", "safetensors>=0.4.4")
 
 
 @nox.session

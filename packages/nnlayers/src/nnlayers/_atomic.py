@@ -1,44 +1,204 @@
-"""Atomic file writes: a temporary file in the target's folder, flushed, then renamed over it.
+"""Atomic file writes: new content goes to a temporary in the target's folder, then a rename.
 
-A crash or an error part-way leaves the old file (or none), never half of a new one, and no
-temporary file behind. Checkpoints, training-curve PNGs and downloaded datasets all go through
-:func:`atomic_write`.
+A crash or an error part-way leaves the old file (or none), never half of a new one.
+Checkpoints, training-curve PNGs, IDX files and downloaded datasets all go through
+:func:`atomic_path` or :func:`atomic_write`.
+
+The temporary is a private folder next to the target, named
+``.<name>.<pid>@<host>.<random>.tmp`` (``pid`` the writing process, ``host`` the first 8 hex
+digits of the SHA-256 of its host name), holding the new file under the target's name. It is
+removed when the write ends, whether it succeeded or not. A process killed part-way (``kill -9``,
+a lost node) cannot remove it, so every atomic write first removes the temporaries of earlier
+writes into the same folder that no live process owns: only names of exactly this pattern,
+made on this host, whose process no longer exists (``os.kill(pid, 0)`` finds no such process)
+and whose folder no process holds locked (the writer holds an ``flock`` on it while it
+writes, which the kernel releases when the writer dies; this protects writers in other PID
+namespaces and reused PIDs). Temporaries of other programs, of other hosts sharing the folder,
+and of older nnlayers versions (``.<name>.<random>.tmp``, with no owner recorded) are left alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
+import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; temporaries are not cleaned up there (see below)
+    fcntl = None  # type: ignore[assignment]
+
+#: The first 8 hex digits of the SHA-256 of this host's name: temporaries record their host,
+#: so that a folder shared between machines (NFS) never loses a live write of another one.
+HOST_TAG = hashlib.sha256(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+_TEMPORARY = re.compile(
+    r"\.(?P<name>.+)\.(?P<pid>[0-9]{1,10})@(?P<host>[0-9a-f]{8})\.[a-z0-9_]{8}\.tmp"
+)
+_MAX_NAME = 160  # bytes of the target's name kept in a temporary's name (NAME_MAX is 255)
+
+
+def check_target(path: str | os.PathLike[str], label: str = "file") -> Path:
+    """``path`` as a ``Path`` if a file can be written there, else an error naming it.
+
+    An empty path raises ``ValueError``; an existing folder (or a path ending in a separator)
+    ``IsADirectoryError``; a parent folder that does not exist ``FileNotFoundError``, and one
+    that is a file ``NotADirectoryError``. ``label`` starts the message (``"checkpoint"``).
+    """
+    text = os.fspath(path)
+    if isinstance(text, bytes):
+        text = os.fsdecode(text)
+    if not text.strip():
+        raise ValueError(f"{label} path {text!r} is empty: name the file to write")
+    target = Path(text)
+    if text.endswith(("/", os.sep)) or target.is_dir():
+        raise IsADirectoryError(f"{label} {text}: is a folder, not a file; name a file inside it")
+    folder = target.parent
+    if not folder.is_dir():
+        if folder.exists():
+            raise NotADirectoryError(f"{label} {target}: {folder} is a file, not a folder")
+        raise FileNotFoundError(f"{label} {target}: folder {folder} does not exist")
+    return target
+
 
 @contextlib.contextmanager
-def atomic_write(target: Path, *, durable: bool = True) -> Iterator[BinaryIO]:
-    """Yield a binary file that replaces ``target`` when the ``with`` block ends without error.
+def atomic_path(
+    target: str | os.PathLike[str], *, durable: bool = True, label: str = "file"
+) -> Iterator[Path]:
+    """Yield a path to write the new content of ``target`` to; it replaces ``target`` when the
+    ``with`` block ends without error, and is deleted otherwise.
 
-    The new file gets the mode of the file it replaces, or the usual ``0o666`` less the umask
-    (``mkstemp`` alone would leave it readable by its owner only). With ``durable`` the data
-    and the rename are synced to disk before returning.
+    The path lies in a private temporary folder next to ``target`` (so a writer that makes
+    temporaries of its own, as the ``safetensors`` library does, makes them there too). The new
+    file gets the mode of the file it replaces, or the usual ``0o666`` less the umask. With
+    ``durable`` the data and the rename are synced to disk before returning. Stale temporaries
+    of killed writes into the same folder are removed first (see the module's docstring).
     """
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, temp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    destination = check_target(target, label)
+    folder = destination.parent
+    remove_stale_temporaries(folder)
     try:
-        with os.fdopen(fd, "wb") as out:
-            _set_mode(out.fileno(), target)
-            yield out
-            out.flush()
-            if durable:
-                os.fsync(out.fileno())
-        os.replace(temp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
+        staging = Path(tempfile.mkdtemp(dir=folder, prefix=_prefix(destination), suffix=".tmp"))
+    except PermissionError as exc:
+        raise PermissionError(
+            f"{label} {destination}: cannot write into the folder {folder} ({exc.strerror})"
+        ) from exc
+    lock = _hold_lock(staging)
+    try:
+        temp = staging / destination.name
+        yield temp
+        if not temp.is_file():
+            raise FileNotFoundError(f"{label} {destination}: nothing was written")
+        _finish(temp, destination, durable)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        if lock is not None:
+            os.close(lock)
     if durable:
         _fsync_folder(folder)
+
+
+@contextlib.contextmanager
+def atomic_write(
+    target: str | os.PathLike[str], *, durable: bool = True, label: str = "file"
+) -> Iterator[BinaryIO]:
+    """Yield a binary file that replaces ``target`` when the ``with`` block ends without error
+    (:func:`atomic_path` with the file opened for writing)."""
+    with atomic_path(target, durable=durable, label=label) as temp, temp.open("xb") as out:
+        yield out
+
+
+def remove_stale_temporaries(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries of killed atomic writes in ``folder``; returns what was removed.
+
+    Only names of this module's pattern made on this host, whose process is gone and that no
+    process holds locked, are removed (see the module's docstring). Does nothing on platforms
+    without POSIX signals and ``flock`` (Windows, where ``os.kill(pid, 0)`` would end the
+    process rather than probe it).
+    """
+    if os.name != "posix" or fcntl is None:
+        return []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return []
+    removed = []
+    for entry in entries:
+        match = _TEMPORARY.fullmatch(entry.name)
+        if match is None or match["host"] != HOST_TAG:
+            continue
+        pid = int(match["pid"])
+        if pid == os.getpid() or _alive(pid):
+            continue
+        with contextlib.suppress(OSError):  # gone already (another cleaner), or not ours to remove
+            if entry.is_dir(follow_symlinks=False) and _remove_unlocked(Path(entry.path)):
+                removed.append(Path(entry.path))
+    return removed
+
+
+def _prefix(target: Path) -> str:
+    name = target.name
+    while len(os.fsencode(name)) > _MAX_NAME:
+        name = name[:-1]
+    return f".{name}.{os.getpid()}@{HOST_TAG}."
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (as far as this process can tell: when unsure, yes)."""
+    if pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError, ValueError):
+        return True  # PermissionError: it exists but belongs to another user
+    return True
+
+
+def _hold_lock(staging: Path) -> int | None:
+    """An open descriptor of ``staging`` with an exclusive ``flock`` on it (POSIX only)."""
+    if fcntl is None:
+        return None
+    fd = os.open(staging, os.O_RDONLY)
+    with contextlib.suppress(OSError):  # a file system without flock: the PID check guards
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _remove_unlocked(path: Path) -> bool:
+    """Remove the folder ``path`` unless another process holds an ``flock`` on it."""
+    assert fcntl is not None
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # its writer is alive (in another PID namespace, or a reused PID)
+        except OSError:
+            pass  # no flock on this file system
+        shutil.rmtree(path)
+        return True
+    finally:
+        os.close(fd)
+
+
+def _finish(temp: Path, target: Path, durable: bool) -> None:
+    """Give ``temp`` the mode ``target`` should have, sync it, and rename it over ``target``."""
+    fd = os.open(temp, os.O_RDWR)
+    try:
+        _set_mode(fd, target)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, target)
 
 
 def _set_mode(fd: int, target: Path) -> None:

@@ -1,14 +1,18 @@
 """Checkpoints: named arrays plus metadata in a safetensors file, never pickle.
 
-Files follow the safetensors layout (an 8-byte little-endian header length, a JSON header, then
-the raw little-endian data), so the ``safetensors`` library and other tools read them, and
-:func:`load_checkpoint` reads files those tools write. Arrays are copied to the host when saved
-and come back as host NumPy arrays, so a checkpoint saved on one backend loads on any other.
+Files are written and read by the ``safetensors`` library (an 8-byte little-endian header
+length, a JSON header, then the raw little-endian data), so other safetensors tools read them,
+and :func:`load_checkpoint` reads files those tools write. Arrays are copied to the host when
+saved and come back as host NumPy arrays, so a checkpoint saved on one backend loads on any
+other. The layout is the one nnlayers wrote itself before (files of earlier versions load
+unchanged, and they read the files of this one), except that tensors of the same item size
+are ordered by dtype as safetensors does, then by name.
 
-Writes are atomic: the file is written to a temporary file in the same folder, flushed to disk
+Writes are atomic: the file is written into a temporary folder next to ``path``, flushed to disk
 and then renamed over ``path``, so a crash leaves the old checkpoint or the new one, never half
-of one. nnlayers also records a SHA-256 of the header and data in the metadata, so a corrupt or
-truncated file is an error rather than silently wrong weights.
+of one; temporaries that killed saves leave behind are removed by the next save into the folder
+(:mod:`nnlayers._atomic`). nnlayers also records a SHA-256 of the header and data in the
+metadata, so a corrupt or truncated file is an error rather than silently wrong weights.
 
 >>> import numpy as np, tempfile, os
 >>> path = os.path.join(tempfile.mkdtemp(), "model.safetensors")
@@ -25,15 +29,17 @@ import json
 import math
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import safetensors
+import safetensors.numpy
 
 import arraycore
 
-from ._atomic import atomic_write
+from ._atomic import atomic_path, check_target
 
 MetadataValue = str | int | float | bool
 
@@ -53,8 +59,12 @@ _DTYPES: dict[str, np.dtype] = {
 }
 _CODES = {dt.newbyteorder("=") if dt.itemsize > 1 else dt: code for code, dt in _DTYPES.items()}
 _FORMAT_KEY = "nnlayers.format"
+_FORMAT = "1"
 _DIGEST_KEY = "nnlayers.sha256"
 _MAX_HEADER = 100 * 1024 * 1024
+_ATTEMPTS = 3  # reads of a file that another process replaces while it is being read
+
+_Fail = Callable[[str], "CheckpointError"]
 
 
 class CheckpointError(ValueError):
@@ -72,17 +82,38 @@ def save_checkpoint(
     Arrays are copied to the host (``to_numpy`` of their backend). Metadata values may be
     ``str``, ``int``, ``float`` or ``bool`` and come back with their type from
     :func:`load_checkpoint`. Returns the path written.
+
+    An empty ``path`` raises ``ValueError``, a folder ``IsADirectoryError`` and a path whose
+    folder does not exist ``FileNotFoundError``, each naming the path, before anything is
+    copied or written.
     """
-    target = Path(path)
+    target = check_target(path, "checkpoint")
     host = {name: _to_host(name, value, target) for name, value in _check_names(tensors, target)}
     meta = _encode_metadata(metadata or {}, target)
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise FileNotFoundError(f"checkpoint {target}: folder {folder} does not exist")
+    index = _layout(host)
+    digest = _digest(index, meta, (_little_endian(host[n]) for n in index))
+    meta[_DIGEST_KEY] = digest
+    with atomic_path(target, label="checkpoint") as temp:
+        try:
+            safetensors.numpy.save_file(host, temp, metadata=meta)
+        except safetensors.SafetensorError as exc:
+            raise CheckpointError(
+                f"checkpoint {target}: the safetensors library could not write it ({exc}); "
+                f"nothing was replaced"
+            ) from exc
+        _check_written(temp, {"__metadata__": meta, **index}, target)
+    return target
 
-    # Widest items first, so that every tensor is aligned once the data starts on 8 bytes.
-    order = sorted(host, key=lambda n: (-host[n].dtype.itemsize, n))
-    index: dict[str, Any] = {}
+
+def _layout(host: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """The header entries safetensors will write for ``host``, in its order (by dtype, then
+    name): asked of the library itself with one-element stand-ins, then given real offsets."""
+    probe = safetensors.numpy.save({name: np.zeros(1, a.dtype) for name, a in host.items()})
+    (length,) = struct.unpack_from("<Q", probe)
+    entries = json.loads(probe[8 : 8 + length])
+    entries.pop("__metadata__", None)
+    order = sorted(entries, key=lambda n: entries[n]["data_offsets"][0])
+    index: dict[str, dict[str, Any]] = {}
     offset = 0
     for name in order:
         a = host[name]
@@ -92,22 +123,40 @@ def save_checkpoint(
             "data_offsets": [offset, offset + a.nbytes],
         }
         offset += a.nbytes
-    digest = _digest(index, meta, (_raw(host[n]) for n in order))
-    header = json.dumps(
-        {"__metadata__": {**meta, _DIGEST_KEY: digest}, **index}, separators=(",", ":")
-    ).encode()
-    header += b" " * (-(len(header) + 8) % 8)
-
-    with atomic_write(target) as out:
-        out.write(struct.pack("<Q", len(header)))
-        out.write(header)
-        for name in order:
-            out.write(_raw(host[name]).data)
-    return target
+    return index
 
 
-def _raw(array: np.ndarray) -> np.ndarray:
-    """The bytes of a C-contiguous array as a flat uint8 array (empty and 0-d arrays too)."""
+def _check_written(temp: Path, expected: dict[str, Any], target: Path) -> None:
+    """Check that the header the library wrote is the one the checksum covers, and put its
+    metadata keys in the order they were given.
+
+    safetensors writes metadata keys in hash order, which differs from one process to the
+    next; the same keys in the given order (the same bytes, since nothing else changes) make
+    the file the same every time the same checkpoint is saved.
+    """
+    with temp.open("r+b") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        raw = f.read(min(length, _MAX_HEADER))
+        try:
+            written = json.loads(raw)
+        except ValueError:  # safetensors < 0.4.4 writes invalid JSON for metadata alone
+            written = None
+        if written != expected:
+            raise CheckpointError(
+                f"checkpoint {target}: the safetensors library wrote another layout than the "
+                f"one nnlayers checksummed (a safetensors version nnlayers does not know?); "
+                f"nothing was replaced"
+            )
+        ordered = json.dumps(expected, separators=(",", ":"), ensure_ascii=False).encode()
+        if len(ordered) == len(raw.rstrip(b" ")) and ordered != raw[: len(ordered)]:
+            f.seek(8)
+            f.write(ordered)
+
+
+def _little_endian(array: np.ndarray) -> np.ndarray:
+    """The bytes of a C-contiguous native array as the file stores them (little-endian)."""
+    if array.dtype.itemsize > 1 and not np.little_endian:
+        array = array.astype(array.dtype.newbyteorder("<"))
     return array.reshape(-1).view(np.uint8)
 
 
@@ -136,13 +185,13 @@ def _to_host(name: str, value: Any, path: Path) -> np.ndarray:
             f"checkpoint {path}: tensor {name!r} has dtype {host.dtype}, which "
             f"safetensors cannot store"
         )
-    return np.asarray(host, dtype=dtype.newbyteorder("<"), order="C")
+    return np.asarray(host, dtype=dtype, order="C")
 
 
 def _encode_metadata(metadata: Mapping[str, Any], path: Path) -> dict[str, str]:
     if not isinstance(metadata, Mapping):
         raise TypeError(f"checkpoint {path}: metadata must be a dict of str -> str/int/float")
-    out = {_FORMAT_KEY: "1"}
+    out = {_FORMAT_KEY: _FORMAT}
     for key, value in metadata.items():
         if not isinstance(key, str) or key.startswith("nnlayers."):
             raise ValueError(
@@ -160,7 +209,7 @@ def _encode_metadata(metadata: Mapping[str, Any], path: Path) -> dict[str, str]:
     return out
 
 
-def _digest(index: Mapping[str, Any], meta: Mapping[str, str], chunks: Any) -> str:
+def _digest(index: Mapping[str, Any], meta: Mapping[str, str], chunks: Iterable[Any]) -> str:
     h = hashlib.sha256(b"nnlayers-checkpoint-v1\0")
     h.update(json.dumps({"tensors": index, "metadata": meta}, sort_keys=True).encode())
     for chunk in chunks:
@@ -174,42 +223,49 @@ def load_checkpoint(
 ) -> tuple[dict[str, np.ndarray], dict[str, MetadataValue]]:
     """Read a checkpoint: ``(name -> host NumPy array, metadata)``.
 
-    A missing file raises ``FileNotFoundError``; a truncated or corrupt one raises
-    :class:`CheckpointError` saying what is wrong. Files written by other safetensors tools load
+    A missing file raises ``FileNotFoundError`` and a folder ``IsADirectoryError``; a
+    truncated or corrupt one, or one with malformed metadata, raises :class:`CheckpointError`
+    naming the file and saying what is wrong. Files written by other safetensors tools load
     too (their metadata values stay strings).
     """
     source = Path(path)
+    if source.is_dir():
+        raise IsADirectoryError(f"checkpoint {source}: is a folder, not a file")
     if not source.is_file():
-        what = "is a folder, not a file" if source.is_dir() else "no such file"
-        raise FileNotFoundError(f"checkpoint {source}: {what}")
-    with source.open("rb") as f:
-        buffer = bytearray(os.fstat(f.fileno()).st_size)
-        f.readinto(buffer)
+        raise FileNotFoundError(f"checkpoint {source}: no such file")
+    for _ in range(_ATTEMPTS):
+        before = _identity(source)
+        try:
+            result = _load(source)
+        except (CheckpointError, OSError):
+            if _identity(source) != before:
+                continue  # replaced while being read (an atomic save): read the new one
+            raise
+        if _identity(source) == before:
+            return result
+    raise CheckpointError(
+        f"checkpoint {source}: the file was replaced {_ATTEMPTS} times while it was being read"
+    )
 
+
+def _identity(path: Path) -> tuple[int, ...] | None:
+    try:
+        s = path.stat()
+    except OSError:
+        return None
+    return (s.st_dev, s.st_ino, s.st_size, s.st_mtime_ns)
+
+
+def _load(source: Path) -> tuple[dict[str, np.ndarray], dict[str, MetadataValue]]:
     def fail(reason: str) -> CheckpointError:
         return CheckpointError(f"checkpoint {source}: {reason}")
 
-    size = len(buffer)
-    if size < 8:
-        raise fail(f"truncated: {size} bytes, too short for the 8-byte header length")
-    (length,) = struct.unpack_from("<Q", buffer)
-    if length > min(size - 8, _MAX_HEADER):
-        raise fail(
-            f"truncated or corrupt: the header claims {length} bytes but the file has only "
-            f"{size - 8} after the length"
-        )
-    try:
-        header = json.loads(bytes(buffer[8 : 8 + length]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise fail(f"corrupt header (not valid JSON: {exc})") from exc
-    if not isinstance(header, dict):
-        raise fail("corrupt header (not a JSON object)")
+    header, size = _read_header(source, fail)
     raw_meta = header.pop("__metadata__", None) or {}
     if not isinstance(raw_meta, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in raw_meta.items()
     ):
         raise fail("corrupt header (__metadata__ must map str to str)")
-    data = memoryview(buffer)[8 + length :]
     spans = []
     for name, entry in header.items():
         dtype, shape, start, stop = _parse_entry(name, entry, fail)
@@ -226,31 +282,101 @@ def load_checkpoint(
         if start != position:
             raise fail(f"corrupt entry {name!r}: data starts at byte {start}, expected {position}")
         position = stop
-    if position != len(data):
-        if position > len(data):
+    if position != size:
+        if position > size:
             raise fail(
-                f"truncated: the header describes {position} bytes of data, the file holds "
-                f"{len(data)}"
+                f"truncated: the header describes {position} bytes of data, the file holds {size}"
             )
-        raise fail(f"corrupt: {len(data) - position} unexpected bytes after the data")
+        raise fail(f"corrupt: {size - position} unexpected bytes after the data")
+    tensors = _read_tensors(source, [s[2] for s in spans], fail)
+    for _, _, name, dtype, shape in spans:
+        got = tensors[name]
+        if got.shape != shape or got.dtype != dtype.newbyteorder("="):
+            raise fail(
+                f"corrupt entry {name!r}: the safetensors library reads {got.dtype.name}"
+                f"{list(got.shape)}, the header says {dtype.name}{list(shape)}"
+            )
     digest = raw_meta.pop(_DIGEST_KEY, None)
     if digest is not None:
-        found = _digest(header, raw_meta, [data])
+        found = _digest(header, raw_meta, (_little_endian(tensors[s[2]]) for s in spans))
         if found != digest:
             raise fail("corrupt: its contents do not match the SHA-256 recorded when it was saved")
-    tensors: dict[str, np.ndarray] = {}
-    for start, _stop, name, dtype, shape in spans:
-        array = np.frombuffer(
-            buffer, dtype=dtype, count=math.prod(shape), offset=8 + length + start
-        )
-        tensors[name] = array.reshape(shape).astype(dtype.newbyteorder("="), copy=False)
     return tensors, _decode_metadata(raw_meta, fail)
 
 
-def _parse_entry(name: str, entry: Any, fail: Any) -> tuple[np.dtype, tuple[int, ...], int, int]:
+def _read_header(source: Path, fail: _Fail) -> tuple[dict[str, Any], int]:
+    """The parsed JSON header and the number of data bytes after it."""
+    with source.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size < 8:
+            raise fail(f"truncated: {size} bytes, too short for the 8-byte header length")
+        (length,) = struct.unpack("<Q", f.read(8))
+        if length > min(size - 8, _MAX_HEADER):
+            raise fail(
+                f"truncated or corrupt: the header claims {length} bytes but the file has only "
+                f"{size - 8} after the length"
+            )
+        raw = f.read(length)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # ValueError: JSONDecodeError, and integers of more digits than Python converts
+        raise fail(f"corrupt header (not valid JSON: {_short(exc)})") from exc
+    if not isinstance(header, dict):
+        raise fail("corrupt header (not a JSON object)")
+    return header, size - 8 - length
+
+
+def _read_tensors(source: Path, names: list[str], fail: _Fail) -> dict[str, np.ndarray]:
+    """The tensors, read by the safetensors library (writable host arrays)."""
+    try:
+        with _open(source) as f:
+            found = set(f.keys())
+            if found != set(names):
+                raise fail(
+                    f"corrupt header: the safetensors library reads the entries "
+                    f"{sorted(found)}, the header holds {sorted(names)}"
+                )
+            tensors: dict[str, np.ndarray] = {}
+            for name in names:
+                array = np.asarray(f.get_tensor(name))
+                if not array.flags.writeable:
+                    array = array.copy()
+                tensors[name] = array
+            return tensors
+    except safetensors.SafetensorError as exc:
+        raise fail(f"the safetensors library cannot read it ({exc})") from exc
+
+
+_JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
+
+
+def _json_type(value: Any) -> str:
+    """What JSON calls the type of a parsed value (``object``, ``array``, ``number``, ...)."""
+    return _JSON_TYPES.get(type(value), "number")
+
+
+def _open(source: Path) -> Any:
+    """``safe_open`` reading with ``pread`` where the library can (0.8 and newer): mapping the
+    file instead would count it in the process's memory once more beside the arrays."""
+    try:
+        return safetensors.safe_open(str(source), framework="np", backend="pread")
+    except TypeError:  # no backend= before safetensors 0.8
+        return safetensors.safe_open(str(source), framework="np")
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _parse_entry(name: str, entry: Any, fail: _Fail) -> tuple[np.dtype, tuple[int, ...], int, int]:
     if not isinstance(entry, dict):
         raise fail(f"corrupt entry {name!r}: not a JSON object")
-    code, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in entry]
+    if missing:
+        raise fail(f"corrupt entry {name!r}: no {', '.join(repr(k) for k in missing)}")
+    code, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if code not in _DTYPES:
         if isinstance(code, str) and code in ("BF16", "F8_E4M3", "F8_E5M2", "C64"):
             raise fail(f"tensor {name!r} has dtype {code}, which NumPy cannot hold")
@@ -269,17 +395,26 @@ def _parse_entry(name: str, entry: Any, fail: Any) -> tuple[np.dtype, tuple[int,
     return _DTYPES[code], tuple(shape), offsets[0], offsets[1]
 
 
-def _decode_metadata(raw: dict[str, str], fail: Any) -> dict[str, MetadataValue]:
-    if raw.pop(_FORMAT_KEY, None) is None:
+def _decode_metadata(raw: dict[str, str], fail: _Fail) -> dict[str, MetadataValue]:
+    version = raw.pop(_FORMAT_KEY, None)
+    if version is None:
         return dict(raw)
+    if version != _FORMAT:
+        raise fail(
+            f"metadata {_FORMAT_KEY!r} is {version!r}: this version of nnlayers reads format "
+            f"{_FORMAT} (a newer nnlayers wrote it?)"
+        )
     out: dict[str, MetadataValue] = {}
     for key, text in raw.items():
         try:
             value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise fail(f"corrupt metadata {key!r}: {exc}") from exc
+        except (ValueError, RecursionError) as exc:
+            raise fail(f"corrupt metadata {key!r}: not valid JSON ({_short(exc)})") from exc
         if not isinstance(value, str | int | float | bool):
-            raise fail(f"corrupt metadata {key!r}: {text!r}")
+            raise fail(
+                f"corrupt metadata {key!r}: {text[:60]!r} is a JSON {_json_type(value)}, "
+                f"not a string, number or boolean"
+            )
         out[key] = value
     return out
 

@@ -118,7 +118,9 @@ def test_missing_data_without_download(tmp_path):
         load_cifar10(tmp_path, split="all")
 
 
-def test_download_verifies_and_extracts_only_the_batches(tmp_path, mirror, data_cache, monkeypatch):
+def test_download_verifies_and_extracts_only_the_batches(
+    tmp_path, server, mirror, data_cache, monkeypatch
+):
     batches = make_batches()
     archive = mirror / "cifar-10-binary.tar.gz"
     # an archive member with a path outside the folder must not be written anywhere
@@ -127,7 +129,7 @@ def test_download_verifies_and_extracts_only_the_batches(tmp_path, mirror, data_
     )
     remote = RemoteFiles(
         "cifar-10",
-        (mirror.as_uri() + "/",),
+        (server.url("files"),),
         {"cifar-10-binary.tar.gz": (sha256_file(archive), archive.stat().st_size)},
     )
     monkeypatch.setattr(cifar, "CIFAR10", remote)
@@ -143,10 +145,10 @@ def test_download_verifies_and_extracts_only_the_batches(tmp_path, mirror, data_
     assert load_cifar10(split="train").targets.tolist() == expected(batches, "train")[1].tolist()
 
 
-def test_download_with_a_bad_checksum(mirror, data_cache, monkeypatch):
+def test_download_with_a_bad_checksum(server, mirror, data_cache, monkeypatch):
     write_archive(mirror / "cifar-10-binary.tar.gz", make_batches())
     remote = RemoteFiles(
-        "cifar-10", (mirror.as_uri() + "/",), {"cifar-10-binary.tar.gz": ("f" * 64, None)}
+        "cifar-10", (server.url("files"),), {"cifar-10-binary.tar.gz": ("f" * 64, None)}
     )
     monkeypatch.setattr(cifar, "CIFAR10", remote)
     with pytest.raises(DatasetError, match="SHA-256 mismatch"):

@@ -85,3 +85,25 @@ def test_missing_file_and_bad_writes(tmp_path):
         write_idx(tmp_path / "x", np.zeros(2, dtype=np.int64))
     with pytest.raises(ValueError, match="1 to 255 dimensions"):
         write_idx(tmp_path / "x", np.uint8(3))
+
+
+def test_a_folder_is_named_as_a_folder(tmp_path):
+    folder = tmp_path / "mnist"
+    folder.mkdir()
+    with pytest.raises(IsADirectoryError, match=r"IDX file .*mnist: is a folder, not a file"):
+        read_idx(folder)
+    with pytest.raises(IsADirectoryError, match=r"IDX file .*mnist: is a folder"):
+        write_idx(folder, np.zeros(2, dtype=np.uint8))
+    with pytest.raises(
+        FileNotFoundError, match=r"IDX file .*x-idx: folder .*absent does not exist"
+    ):
+        write_idx(tmp_path / "absent" / "x-idx", np.zeros(2, dtype=np.uint8))
+    assert list(folder.iterdir()) == []
+
+
+def test_write_idx_replaces_a_file_atomically(tmp_path):
+    path = tmp_path / "labels-idx1-ubyte"
+    write_idx(path, np.array([1, 2], dtype=np.uint8))
+    write_idx(path, np.array([3], dtype=np.uint8))
+    assert read_idx(path).tolist() == [3]
+    assert [p.name for p in tmp_path.iterdir()] == ["labels-idx1-ubyte"]

@@ -80,20 +80,20 @@ def test_missing_files_without_download(tmp_path):
         load_mnist(tmp_path, split="validation")
 
 
-def _local_remote(mirror, made_in):
+def _local_remote(server, made_in, first="missing"):
     files = {
         name: (sha256_file(made_in / name), (made_in / name).stat().st_size)
         for names in NAMES.values()
         for name in names
     }
     for name in files:
-        (mirror / name).write_bytes((made_in / name).read_bytes())
-    return RemoteFiles("mnist", ("file:///nonexistent/mirror/", mirror.as_uri() + "/"), files)
+        (server.folder / name).write_bytes((made_in / name).read_bytes())
+    return RemoteFiles("mnist", (server.url(first), server.url("files")), files)
 
 
-def test_download_into_the_cache_with_checksums(tmp_path, mirror, data_cache, monkeypatch):
+def test_download_into_the_cache_with_checksums(tmp_path, server, mirror, data_cache, monkeypatch):
     made = make_files(tmp_path / "source")
-    remote = _local_remote(mirror, tmp_path / "source")
+    remote = _local_remote(server, tmp_path / "source")
     monkeypatch.setattr(mnist, "MNIST", remote)
     _, y = load_mnist(split="train")
     assert cache_dir() == data_cache
@@ -105,9 +105,9 @@ def test_download_into_the_cache_with_checksums(tmp_path, mirror, data_cache, mo
     assert load_mnist(split="train").targets.tolist() == y.tolist()
 
 
-def test_a_bad_checksum_keeps_nothing(tmp_path, mirror, data_cache, monkeypatch):
+def test_a_bad_checksum_keeps_nothing(tmp_path, server, data_cache, monkeypatch):
     make_files(tmp_path / "source")
-    remote = _local_remote(mirror, tmp_path / "source")
+    remote = _local_remote(server, tmp_path / "source")
     name = NAMES["test"][0]
     tampered = dict(remote.files)
     tampered[name] = ("0" * 64, remote.files[name][1])
@@ -116,14 +116,14 @@ def test_a_bad_checksum_keeps_nothing(tmp_path, mirror, data_cache, monkeypatch)
         load_mnist(split="test")
     message = str(info.value)
     assert f"could not download {name}" in message and "SHA-256 mismatch" in message
-    assert "nonexistent" in message  # every mirror tried is reported
+    assert "/missing/" in message and "404" in message  # every mirror tried is reported
     assert not (data_cache / "mnist" / name).exists()
     assert [p.name for p in (data_cache / "mnist").iterdir()] == []  # no partial files
 
 
-def test_a_wrong_size_is_rejected(tmp_path, mirror, monkeypatch):
+def test_a_wrong_size_is_rejected(tmp_path, server, monkeypatch):
     make_files(tmp_path / "source")
-    remote = _local_remote(mirror, tmp_path / "source")
+    remote = _local_remote(server, tmp_path / "source")
     name = NAMES["test"][1]
     files = dict(remote.files)
     files[name] = (files[name][0], files[name][1] - 1)

@@ -155,3 +155,60 @@ def test_a_model_without_an_optimizer_loads_a_training_checkpoint(tmp_path) -> N
     for_prediction = Classifier(net, (4,)).restore(path)
     np.testing.assert_array_equal(for_prediction.predict(x), trained.predict(x))
     assert for_prediction.epoch == 1
+
+
+def _with_metadata(path, **changes):
+    """Rewrite the checkpoint at ``path`` (a valid file, checksum and all) with other metadata;
+    ``None`` removes a key."""
+    tensors, meta = load_checkpoint(path)
+    meta.update(changes)
+    save_checkpoint(path, tensors, {k: v for k, v in meta.items() if v is not None})
+    return path
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"history": "[{'epoch': 1}"}, r"metadata 'history' is not valid JSON \(Expecting"),
+        ({"history": "[" * 100_000}, r"metadata 'history' is not valid JSON"),
+        ({"history": "1" * 5000}, r"metadata 'history' is not valid JSON \(.*digits"),
+        ({"history": '{"loss": [1.0]}'}, "'history' is a JSON object, not a list of per-epoch"),
+        ({"history": 3}, "'history' is 3, not the JSON text of the records"),
+        ({"history": "[[1, 2]]"}, "'history' record 0 is a JSON array, not an object"),
+        ({"history": '[{"epoch": 1, "loss": "low"}]'}, r"record 0: 'loss' is a JSON string, not"),
+        ({"history": '[{"epoch": 0, "loss": 1}]'}, "record 0: epoch 0 is not an int >= 1"),
+        ({"optimizer.optimizer.class": None}, r"no metadata 'optimizer\.optimizer\.class'"),
+        ({"optimizer.optimizer.class": 3}, r"a bad \(3\) metadata 'optimizer\.optimizer\.class'"),
+        ({"epoch": "2"}, r"bad epoch '2' in its metadata \(an int >= 0\)"),
+    ],
+)
+def test_malformed_metadata_raises_a_checkpoint_error_naming_the_file(tmp_path, changes, message):
+    x, y = _data()
+    model = _model()
+    fit(model, Shuffled(x, y), epochs=1, progress=False)
+    path = _with_metadata(model.save(tmp_path / "run.safetensors"), **changes)
+    fresh = _model(seed=3)
+    before = _values(fresh)
+    with pytest.raises(CheckpointError, match=rf"checkpoint .*run\.safetensors: .*{message}"):
+        fresh.restore(path)
+    assert fresh.epoch == 0 and not fresh.history and fresh.optimizer.step_count == 0
+    for a, b in zip(before, _values(fresh)):
+        np.testing.assert_array_equal(a, b)
+    fresh.restore(path, weights_only=True)  # the weights alone are fine
+
+
+def test_the_checkpoint_path_is_checked_before_the_first_epoch(tmp_path) -> None:
+    x, y = _data()
+    with pytest.raises(ValueError, match=r"Checkpoint: path '' is empty"):
+        Checkpoint("")
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    for path, error, message in [
+        (folder, IsADirectoryError, rf"checkpoint {folder}: is a folder, not a file"),
+        (tmp_path / "absent" / "r.safetensors", FileNotFoundError, r"folder .*absent does not"),
+    ]:
+        model = _model()
+        with pytest.raises(error, match=message):
+            fit(model, Shuffled(x, y), epochs=2, callbacks=[Checkpoint(path)], progress=False)
+        assert model.epoch == 0  # nothing was trained in vain
+    assert list(folder.iterdir()) == []

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._atomic import atomic_write, check_target
 from ._files import DatasetError
 
 IDX_TYPES: dict[int, np.dtype] = {
@@ -53,9 +54,11 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 
     Returns a native-endian NumPy array of the file's type and shape. A file that is not IDX,
     or is truncated or has bytes left over, raises :class:`DatasetError` naming the file and
-    what is wrong; a missing one ``FileNotFoundError``.
+    what is wrong; a missing one ``FileNotFoundError`` and a folder ``IsADirectoryError``.
     """
     source = Path(path)
+    if source.is_dir():
+        raise IsADirectoryError(f"IDX file {source}: is a folder, not a file")
     if not source.is_file():
         raise FileNotFoundError(f"IDX file {source}: no such file")
     data = _read_bytes(source)
@@ -99,7 +102,8 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 
 
 def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
-    """Write ``array`` as an IDX file (gzip-compressed when ``path`` ends in ``.gz``)."""
+    """Write ``array`` as an IDX file (gzip-compressed when ``path`` ends in ``.gz``), atomically
+    (see :mod:`nnlayers._atomic`); a folder or a missing folder raises, naming the path."""
     a = np.asarray(array)
     codes = {dt.newbyteorder("=") if dt.itemsize > 1 else dt: c for c, dt in IDX_TYPES.items()}
     native = a.dtype.newbyteorder("=") if a.dtype.itemsize > 1 else a.dtype
@@ -113,7 +117,8 @@ def write_idx(path: str | os.PathLike[str], array: np.ndarray) -> None:
         + struct.pack(f">{a.ndim}I", *a.shape)
         + np.asarray(a, dtype=IDX_TYPES[code], order="C").tobytes()
     )
-    target = Path(path)
+    target = check_target(path, "IDX file")
     if target.name.endswith(".gz"):
         payload = gzip.compress(payload, mtime=0)
-    target.write_bytes(payload)
+    with atomic_write(target, label="IDX file") as out:
+        out.write(payload)

@@ -8,12 +8,14 @@ Nothing runs per step, so callbacks cost nothing while the device works.
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._atomic import check_target
 from .history import History, resolve_mode
 
 if TYPE_CHECKING:
@@ -156,6 +158,10 @@ class Checkpoint(Callback):
     With ``resume=True`` an existing file at ``path`` is restored when training begins, so
     running the same script again continues where it stopped (``fit`` then trains the epochs
     still missing).
+
+    ``path`` is checked when training begins, before the first epoch: an empty path, a folder
+    or a path into a folder that does not exist raises there, naming it, rather than after an
+    epoch of training.
     """
 
     def __init__(
@@ -170,6 +176,11 @@ class Checkpoint(Callback):
     ) -> None:
         if save_best_only and monitor is None:
             raise ValueError("Checkpoint: save_best_only needs a monitor (e.g. 'val_loss')")
+        if not os.fspath(path).strip():
+            raise ValueError(
+                f"Checkpoint: path {os.fspath(path)!r} is empty: name a file, such as "
+                f"'model.safetensors'"
+            )
         self.path = Path(path)
         self.every = max(1, int(every))
         self.monitor = monitor
@@ -183,6 +194,7 @@ class Checkpoint(Callback):
     def on_train_begin(self) -> None:
         from .checkpoints import restore
 
+        check_target(self.path, "checkpoint")
         if self.resume and self.path.exists():
             restore(self.model, self.path)
             self.resumed_from = self.model.epoch

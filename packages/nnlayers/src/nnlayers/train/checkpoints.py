@@ -10,8 +10,10 @@ backend) holds everything a run needs to continue:
 - metadata ``epoch`` (epochs completed), ``history`` (JSON) and ``model`` (the class name).
 
 :func:`restore` checks the whole file against the model before it changes anything, so a file
-that does not fit (another architecture, another optimiser, a corrupt or truncated file) raises
-and leaves the model, its optimisers and its epoch counter as they were.
+that does not fit (another architecture, another optimiser, a corrupt or truncated file,
+malformed metadata such as a ``history`` that is not a JSON list of records) raises
+:class:`~nnlayers.checkpoint.CheckpointError` naming the file and what is wrong, and leaves the
+model, its optimisers and its epoch counter as they were.
 
 >>> import numpy as np, os, tempfile
 >>> from nnlayers.layers import Affine
@@ -29,12 +31,19 @@ and leaves the model, its optimisers and its epoch counter as they were.
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..checkpoint import CheckpointError, load_checkpoint, restore_into, save_checkpoint
+from ..checkpoint import (
+    CheckpointError,
+    _json_type,
+    load_checkpoint,
+    restore_into,
+    save_checkpoint,
+)
 from .history import History
 
 _MODEL = "model/"
@@ -90,9 +99,10 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
             _load(trial, state, name, path)
         epoch = metadata.get("epoch", 0)
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise CheckpointError(f"checkpoint {path}: bad epoch {epoch!r} in its metadata")
-        history_text = metadata.get("history")
-        history = History.from_json(str(history_text)) if history_text is not None else History()
+            raise CheckpointError(
+                f"checkpoint {path}: bad epoch {epoch!r} in its metadata (an int >= 0)"
+            )
+        history = _history(metadata.get("history"), path)
     restore_into(targets, weights, path)
     if not weights_only:
         for name, state in states.items():
@@ -140,8 +150,15 @@ def _optimizer_states(
     states = {}
     for name in optimizers:
         prefix = f"{_OPTIMIZER}{name}/"
+        kind = metadata.get(f"optimizer.{name}.class")
+        if not isinstance(kind, str):
+            what = "no" if kind is None else f"a bad ({kind!r})"
+            raise CheckpointError(
+                f"checkpoint {path}: {what} metadata 'optimizer.{name}.class' (the optimizer's "
+                f"class name) for the state of optimizer {name!r}"
+            )
         states[name] = {
-            "optimizer": metadata[f"optimizer.{name}.class"],
+            "optimizer": kind,
             "step": metadata.get(f"optimizer.{name}.step", 0),
             "arrays": {k[len(prefix) :]: v for k, v in tensors.items() if k.startswith(prefix)},
         }
@@ -156,3 +173,33 @@ def _load(optimizer: Any, state: dict[str, Any], name: str, path: Any) -> None:
             f"checkpoint {path}: the state of optimizer {name!r} does not fit (nothing was "
             f"changed): {exc}"
         ) from exc
+
+
+def _history(text: Any, path: Any) -> History:
+    """The history stored in the metadata: JSON, a list of per-epoch records (objects whose
+    values are numbers), or a :class:`CheckpointError` saying what is wrong with it."""
+    if text is None:
+        return History()
+
+    def fail(reason: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {path}: metadata 'history' {reason}")
+
+    if not isinstance(text, str):
+        raise fail(f"is {text!r:.60}, not the JSON text of the records")
+    try:
+        records = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, or an oversized integer
+        reason = str(exc) or type(exc).__name__
+        raise fail(f"is not valid JSON ({reason[:200]})") from exc
+    if not isinstance(records, list):
+        raise fail(f"is a JSON {_json_type(records)}, not a list of per-epoch records")
+    for i, record in enumerate(records):
+        if not isinstance(record, dict):
+            raise fail(f"record {i} is a JSON {_json_type(record)}, not an object")
+        for key, value in record.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise fail(f"record {i}: {key!r} is a JSON {_json_type(value)}, not a number")
+        epoch = record.get("epoch", 1)
+        if not isinstance(epoch, int) or epoch < 1:
+            raise fail(f"record {i}: epoch {epoch!r} is not an int >= 1")
+    return History(records)
