@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 
+import arraycore
 import nnlayers.feeds as feeds
 from nnlayers.feeds import Feed, StreamFeed
 
@@ -198,7 +199,7 @@ def test_stream_loads_in_a_background_thread_ahead_of_the_consumer():
     # one batch consumed, three ready in the queue, one more loaded and waiting to be put
     assert len(loaded) == 5
     assert all(ident != main for _, ident in loaded)
-    assert [float(np.asarray(b[0])[0, 0]) for b in iterator] == list(range(1, 10))
+    assert [float(arraycore.to_numpy(b[0])[0, 0]) for b in iterator] == list(range(1, 10))
 
 
 def _stream_threads():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,10 +28,13 @@ class OpenCLArray(ArrayBase):
     Offset and strides count elements, not bytes; strides may be zero (broadcast views) or
     negative (reversed slices). Operations are asynchronous: they enqueue kernels on the
     device's in-order queue and return at once; only host transfers (``to_numpy``, ``float()``,
-    ``repr``) wait for the device.
+    ``repr``) wait for the device. NumPy never reads them implicitly (``numpy.asarray(x)`` is a
+    ``TypeError``); DLPack exports a host copy (``numpy.from_dlpack(x, device="cpu",
+    copy=True)``) and reports the device as ``kDLOpenCL``.
     """
 
     __slots__ = ("_buf", "_dtype", "_offset", "_rt", "_shape", "_strides")
+    dlpack_device_type: ClassVar[int] = 4  # kDLOpenCL
 
     def __init__(
         self,

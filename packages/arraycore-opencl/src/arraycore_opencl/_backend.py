@@ -229,19 +229,15 @@ class OpenCLBackend(Backend, KernelHost):
 
     # -- creation and transfer ------------------------------------------------------------------
     def from_numpy(self, a: np.ndarray) -> OpenCLArray:
-        """Copy a host array to the device.
-
-        The buffer is created with the data (``COPY_HOST_PTR``) rather than written through the
-        queue, so the copy neither waits for queued kernels nor adds a command to the queue.
-        """
+        """Copy a host array to the device (:meth:`DeviceRuntime.upload`: no queued command,
+        counted in :meth:`memory_stats`)."""
         host = np.asarray(a, order="C")
         dt = self._check_dtype(host.dtype)
         if host.size == 0:
             return self._empty(tuple(host.shape), dt)
-        cl = _runtime._cl()
-        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
-        buf = cl.Buffer(self.rt.context, flags, hostbuf=host.reshape(-1).view(np.uint8))
-        return OpenCLArray(self.rt, buf, tuple(host.shape), dt)
+        if not host.dtype.isnative:
+            host = host.astype(dt.newbyteorder("="))
+        return OpenCLArray(self.rt, self.rt.upload(host), tuple(host.shape), host.dtype)
 
     def to_numpy(self, x: Array) -> np.ndarray:
         """Copy ``x`` to the host (waits for the kernels that produce it)."""
@@ -606,20 +602,22 @@ class OpenCLBackend(Backend, KernelHost):
 
     # -- device memory -------------------------------------------------------------------------
     def memory_stats(self) -> dict[str, int]:
-        """Bytes of this device's memory pool: ``used_bytes`` (live arrays), ``peak_bytes`` (the
-        most live at once since the last :meth:`reset_memory_stats`), ``pool_bytes`` (held by
-        the pool, cached free blocks included). Reading them does not wait for the device."""
-        pool = self.rt.pool
-        used = int(pool.active_bytes)
+        """Bytes of this device's arrays: ``used_bytes`` (live arrays, those made by the pool
+        and those uploaded from the host), ``peak_bytes`` (the most live at once since the last
+        :meth:`reset_memory_stats`), ``upload_bytes`` (the uploaded part of ``used_bytes``),
+        ``pool_bytes`` (held by the pool, cached free blocks included). Reading them does not
+        wait for the device."""
+        used = self.rt.used_bytes()
         return {
             "used_bytes": used,
             "peak_bytes": max(int(self.rt.peak_bytes), used),
-            "pool_bytes": int(pool.managed_bytes),
+            "upload_bytes": int(self.rt.upload_bytes),
+            "pool_bytes": int(self.rt.pool.managed_bytes),
         }
 
     def reset_memory_stats(self) -> None:
         """Start a new peak from what is live now."""
-        self.rt.peak_bytes = int(self.rt.pool.active_bytes)
+        self.rt.peak_bytes = self.rt.used_bytes()
 
     # -- nn overrides: one launch for im2col, col2im and each max-pooling pass ---------------
     def overrides(self) -> dict[str, Any]:

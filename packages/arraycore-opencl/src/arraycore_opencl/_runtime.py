@@ -7,6 +7,7 @@ pool, and the programs compiled for it, cached by (family, dtype).
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import threading
@@ -123,8 +124,12 @@ class DeviceRuntime:
         #: Seconds spent building programs, and how many were built (for tests and tuning).
         self.build_seconds = 0.0
         self.builds = 0
-        #: Most bytes the pool has handed out at once since the last reset (memory_stats).
+        #: Most bytes live arrays have held at once since the last reset (memory_stats).
         self.peak_bytes = 0
+        #: Bytes of live buffers made from host data (:meth:`upload`), which the pool never sees.
+        self.upload_bytes = 0
+        self._freed_uploads: collections.deque[int] = collections.deque()
+        self._stats_lock = threading.Lock()
 
     # -- programs --------------------------------------------------------------------------------
     def program(self, family: str, dtype: str) -> Any:
@@ -169,10 +174,39 @@ class DeviceRuntime:
     def alloc(self, nbytes: int) -> Any:
         """A pooled buffer of at least ``nbytes`` (never zero bytes); tracks the peak."""
         buf = self.pool.allocate(max(int(nbytes), 8))
-        active = self.pool.active_bytes
-        if active > self.peak_bytes:
-            self.peak_bytes = active
+        self._note_peak()
         return buf
+
+    def upload(self, host: np.ndarray) -> Any:
+        """A new buffer holding the bytes of the C-contiguous, non-empty ``host``.
+
+        It is created with the data (``COPY_HOST_PTR``) rather than written through the queue,
+        so the copy neither waits for queued kernels nor adds a command to the queue; its bytes
+        count in :meth:`used_bytes` until the buffer is freed.
+        """
+        cl = _cl()
+        flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+        buf = _upload_buffer_class()(self.context, flags, hostbuf=host.reshape(-1).view(np.uint8))
+        buf.accounting = (self._freed_uploads, host.nbytes)
+        with self._stats_lock:
+            self.upload_bytes += host.nbytes
+        self._note_peak()
+        return buf
+
+    def used_bytes(self) -> int:
+        """Bytes held by live arrays: the pool's handed-out bytes plus live uploads."""
+        if self._freed_uploads:
+            # Freed uploads are queued by their finaliser (no lock there: it may run inside a
+            # garbage collection that interrupts this very method) and subtracted here.
+            with self._stats_lock:
+                while self._freed_uploads:
+                    self.upload_bytes -= self._freed_uploads.popleft()
+        return int(self.pool.active_bytes) + self.upload_bytes
+
+    def _note_peak(self) -> None:
+        used = self.used_bytes()
+        if used > self.peak_bytes:
+            self.peak_bytes = used
 
     def meta(self, values: tuple[int, ...]) -> Any:
         """A read-only device buffer of int64 ``values`` (shapes and strides), cached."""
@@ -187,6 +221,28 @@ class DeviceRuntime:
                 self._meta.clear()
             self._meta[values] = found
         return found
+
+
+_upload_class: Any = None
+
+
+def _upload_buffer_class() -> Any:
+    """``pyopencl.Buffer`` that reports its bytes freed (pyopencl's buffers take no weakrefs)."""
+    global _upload_class
+    if _upload_class is None:
+
+        class UploadBuffer(_cl().Buffer):  # type: ignore[misc]
+            """A buffer made from host data; ``accounting`` is (freed-bytes queue, size)."""
+
+            accounting: tuple[collections.deque[int], int] | None = None
+
+            def __del__(self) -> None:
+                if self.accounting is not None:
+                    freed, nbytes = self.accounting
+                    freed.append(nbytes)
+
+        _upload_class = UploadBuffer
+    return _upload_class
 
 
 _runtimes: dict[str, DeviceRuntime] = {}

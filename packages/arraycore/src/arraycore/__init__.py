@@ -7,6 +7,8 @@ pooling, softmax, ...), ``inplace`` (``out=`` updates), ``random`` (seeded gener
 
 A call runs on the backend of the arrays it receives; without arrays, on the backend of the
 innermost ``with arraycore.use(...)``, else the one named by ``ARRAYCORE_BACKEND``, else NumPy.
+New arrays live on that active backend: ``asarray``, ``from_numpy`` and ``from_dlpack`` create
+theirs there even from NumPy arrays (host data never decides the backend).
 
 >>> import arraycore as ac
 >>> x = ac.asarray([[1.0, 2.0], [3.0, 4.0]])
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _dtypes
+from . import _dtypes, _registry
 from ._array import ArrayBase
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
@@ -39,8 +41,10 @@ __array_api_version__ = "2024.12"
 
 
 def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
+    op = name if sub is None else f"{sub}.{name}"
+
     def function(*args: Any, **kwargs: Any) -> Any:
-        xp = namespace_of(*args, *kwargs.values())
+        xp = _registry.dispatch_namespace(op, (*args, *kwargs.values()))
         owner = xp if sub is None else getattr(xp, sub)
         return getattr(owner, name)(*args, **kwargs)
 
@@ -49,6 +53,22 @@ def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
     function.__doc__ = (
         getattr(target, "__doc__", None) or f"``{sub}.{name}`` of the array's backend."
     )
+    return function
+
+
+def _create(name: str) -> Callable[..., Any]:
+    """``asarray``, ``from_numpy``, ``from_dlpack``: new arrays live on the active backend.
+
+    Host data (NumPy arrays and scalars included) never decides the backend; ``asarray`` of an
+    array of a device backend leaves it with its backend (see :func:`_registry.placement`).
+    """
+
+    def function(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        xp = _registry.placement(obj) if name == "asarray" else namespace()
+        return getattr(xp, name)(obj, *args, **kwargs)
+
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = getattr(Namespace, name).__doc__
     return function
 
 
@@ -113,7 +133,7 @@ def __array_namespace_info__() -> Any:
     return namespace().__array_namespace_info__()
 
 
-asarray = _dispatch("asarray")
+asarray = _create("asarray")
 empty = _dispatch("empty")
 zeros = _dispatch("zeros")
 ones = _dispatch("ones")
@@ -198,8 +218,8 @@ take_along_axis = _dispatch("take_along_axis")
 getitem = _dispatch("getitem")
 setitem = _dispatch("setitem")
 to_numpy = _dispatch("to_numpy")
-from_numpy = _dispatch("from_numpy")
-from_dlpack = _dispatch("from_dlpack")
+from_numpy = _create("from_numpy")
+from_dlpack = _create("from_dlpack")
 
 __all__ = [
     "ArrayBase",

@@ -4,13 +4,22 @@ A backend whose arrays are its own class (not NumPy or CuPy arrays) subclasses
 :class:`ArrayBase` and provides ``shape``, ``dtype`` and ``device``; arithmetic operators,
 comparisons, basic indexing, ``T``/``mT``, ``__array_namespace__`` and host conversion then come
 from the array's namespace.
+
+Such arrays never mix silently with NumPy's: ``__array_ufunc__ = None`` makes NumPy's operators
+defer to ours (which refuse host operands) and NumPy's ufuncs refuse them, ``__array_function__``
+refuses NumPy's other functions, and ``__array__`` refuses implicit conversion
+(``numpy.asarray(x)``), each with a ``TypeError`` that names ``to_numpy``, as CuPy does. DLPack
+gives consumers a host copy when they ask for one (``numpy.from_dlpack(x, device="cpu",
+copy=True)``) and a ``BufferError`` otherwise.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+
+from . import _interop
 
 
 def _ns(x: Any) -> Any:
@@ -66,6 +75,32 @@ class ArrayBase:
     shape: tuple[int, ...]
     dtype: np.dtype
     device: Any
+
+    #: NumPy's operators defer to this class's reflected ones, NumPy's ufuncs refuse it.
+    __array_ufunc__ = None
+    #: DLPack device type of the arrays (``kDLExtDev``; the OpenCL backend's say ``kDLOpenCL``).
+    dlpack_device_type: ClassVar[int] = _interop.KDL_EXT_DEV
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        raise _interop.implicit_conversion(self)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        raise _interop.numpy_function(self, func)
+
+    def __dlpack__(
+        self,
+        *,
+        stream: Any = None,
+        max_version: tuple[int, int] | None = None,
+        dl_device: tuple[int, int] | None = None,
+        copy: bool | None = None,
+    ) -> Any:
+        """A DLPack capsule of a host copy, for ``dl_device=(1, 0)`` (CPU) only."""
+        return _interop.dlpack_export(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(DLPack device type, index of the device among the backend's devices)."""
+        return _interop.dlpack_device(self)
 
     @property
     def ndim(self) -> int:

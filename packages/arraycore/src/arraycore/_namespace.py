@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _nn
+from . import _interop, _nn
 from ._dtypes import (
     DTYPES,
     can_cast,
@@ -44,16 +44,6 @@ def _scalar_fits(value: Any, dtype: np.dtype) -> bool:
     if isinstance(value, int | np.integer):
         return dtype.kind in "iuf"
     return dtype.kind == "f"
-
-
-def require_dlpack(x: Any) -> None:
-    """Raise a ``TypeError`` that says what to do if ``x`` cannot be imported through DLPack."""
-    if not hasattr(x, "__dlpack__"):
-        raise TypeError(
-            f"from_dlpack: a {type(x).__module__}.{type(x).__name__} does not support DLPack "
-            f"(no __dlpack__); copy it through the host instead: "
-            f"asarray(<its namespace>.to_numpy(x))"
-        )
 
 
 class _SubNamespace:
@@ -517,15 +507,13 @@ class Namespace:
         bk = self._backend
         for x in arrays:
             if not bk.owns(x):
-                raise BackendMismatchError(
-                    f"{op}: got a {type(x).__module__}.{type(x).__name__}, but this namespace "
-                    f"is backend {self.name!r}; move it with asarray()/from_dlpack() first"
-                )
+                raise _interop.mismatch(op, x, self)
             dev = bk.device_of(x)
             if dev != bk.device.id:
                 raise BackendMismatchError(
                     f"{op}: array on device {dev!r} passed to the namespace of device "
-                    f"{bk.device.id!r} of backend {self.name!r}"
+                    f"{bk.device.id!r} of backend {self.name!r}; arrays never move implicitly: "
+                    f"move it with xp.from_dlpack(x) (xp = this namespace)"
                 )
 
     def _dtype(self, dtype: Any, op: str) -> np.dtype:
@@ -540,6 +528,7 @@ class Namespace:
             raise TypeError(f"{op}: {dtype!r} is not a dtype") from exc
         if dt.name not in DTYPES:
             raise TypeError(f"{op}: dtype {dt.name} is not supported by arraycore")
+        dt = dt if dt.isnative else dt.newbyteorder("=")  # '>f4' is float32 here
         if not self._backend.device.capabilities.get(dt.name, True):
             raise TypeError(
                 f"{op}: device {self._backend.device} of backend {self.name!r} has no {dt.name}"
@@ -642,38 +631,13 @@ class Namespace:
         device: Any = None,
         copy: builtins.bool | None = None,
     ) -> Array:
-        """An array of this backend from an array, a NumPy array, a scalar or nested lists."""
+        """An array of this backend from an array, a NumPy array, a scalar or nested lists.
+
+        Objects that carry a dtype (NumPy arrays and scalars, other libraries' arrays) keep it,
+        in native byte order; Python scalars and lists take the default float and int64.
+        """
         self._check_device(device, "asarray")
-        if self._is_array(obj):
-            self._check("asarray", obj)
-            # Checked even without dtype=: NumPy's arrays may hold dtypes arraycore lacks.
-            dt = self._dtype(obj.dtype if dtype is None else dtype, "asarray")
-            if copy is True or dt != obj.dtype:
-                if copy is False:
-                    raise ValueError("asarray: copy=False but a dtype conversion needs a copy")
-                return self._backend.astype(obj, dt)
-            return obj
-        if hasattr(obj, "__array_namespace__") and not isinstance(obj, np.ndarray | np.generic):
-            raise BackendMismatchError(
-                f"asarray: got an array of another library ({type(obj).__module__}."
-                f"{type(obj).__name__}); use from_dlpack() or to_numpy() to move it explicitly"
-            )
-        if copy is False:
-            raise ValueError(
-                f"asarray: copy=False cannot hold for host data on backend {self.name!r}"
-            )
-        host = np.asarray(obj)
-        if dtype is not None:
-            host = host.astype(self._dtype(dtype, "asarray"), copy=False)
-        elif host.dtype.kind == "f" and host.dtype != self._default_float():
-            if not isinstance(obj, np.ndarray | np.generic):
-                host = host.astype(self._default_float())
-        elif host.dtype.kind in "iu" and not isinstance(obj, np.ndarray | np.generic):
-            host = host.astype(np.int64)
-        if host.dtype.name not in DTYPES:
-            raise TypeError(f"asarray: dtype {host.dtype} of the input is not supported")
-        self._dtype(host.dtype, "asarray")
-        return self._backend.from_numpy(np.ascontiguousarray(host).reshape(host.shape))
+        return _interop.asarray(self, obj, dtype, copy)
 
     def _check_device(self, device: Any, op: str) -> None:
         if (
@@ -699,11 +663,10 @@ class Namespace:
     def from_dlpack(
         self, x: Any, /, *, device: Any = None, copy: builtins.bool | None = None
     ) -> Array:
-        """Import an array through DLPack; arraycore's generic path copies through the host."""
+        """Import an array through DLPack; arraycore's generic path copies through the host
+        (an array of this namespace is returned as it is, or copied with ``copy=True``)."""
         self._check_device(device, "from_dlpack")
-        require_dlpack(x)
-        host = np.from_dlpack(x)
-        return self._backend.from_numpy(np.array(host, copy=True))
+        return _interop.from_dlpack(self, x, copy)
 
     def full(
         self, shape: Any, fill_value: Scalar, *, dtype: Any = None, device: Any = None

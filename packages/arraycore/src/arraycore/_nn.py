@@ -269,8 +269,20 @@ def check_output_shape(op: str, name: str, shape: Any, win: Window2d, channels: 
         raise ValueError(f"{op}: {name} has shape {tuple(shape)}, expected {want}")
 
 
+def owned_by(xp: Any, op: str, *arrays: Array) -> Any:
+    """Raise BackendMismatchError unless ``arrays`` are the namespace ``xp``'s own (backend and
+    device; nothing is checked when ``xp`` is a module or an ``isdtype`` function); returns
+    ``xp.isdtype``."""
+    check = getattr(xp, "_check", None)
+    if check is not None:
+        check(f"nn.{op}", *arrays)
+    return getattr(xp, "isdtype", xp)
+
+
 def check_float(op: str, isdtype: Any, **arrays: Array) -> None:
-    """Raise unless all ``arrays`` share one real floating dtype (``isdtype``: xp.isdtype)."""
+    """Raise unless all ``arrays`` share one real floating dtype. ``isdtype`` is ``xp.isdtype``,
+    or the namespace ``xp`` itself, whose own arrays they must then be (:func:`owned_by`)."""
+    isdtype = owned_by(isdtype, op, *arrays.values())
     dtypes = {name: a.dtype for name, a in arrays.items()}
     for name, dt in dtypes.items():
         if not isdtype(dt, "real floating"):
@@ -335,7 +347,7 @@ def conv2d(
     [4.0, 6.0, 6.0, 4.0]
     """
     win = conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
-    check_float("conv2d", xp.isdtype, x=x, w=w)
+    check_float("conv2d", xp, x=x, w=w)
     o = int(w.shape[0])
     cols = _im2col(xp, x, win)
     w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
@@ -363,7 +375,7 @@ def conv2d_backward_data(
     win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
     o = int(w.shape[0])
     check_output_shape(op, "dy", dy.shape, win, o)
-    check_float(op, xp.isdtype, dy=dy, w=w)
+    check_float(op, xp, dy=dy, w=w)
     w2 = xp.reshape(w, (o, win.c * win.kh * win.kw))
     dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
     cols = xp.matmul(xp.permute_dims(w2, (1, 0)), dy2)
@@ -389,7 +401,7 @@ def conv2d_backward_filter(
     win = conv_window(op, x.shape, w_shape, stride, padding, dilation)
     o = int(w_shape[0])
     check_output_shape(op, "dy", dy.shape, win, o)
-    check_float(op, xp.isdtype, x=x, dy=dy)
+    check_float(op, xp, x=x, dy=dy)
     cols = _im2col(xp, x, win)
     dy2 = xp.reshape(dy, (win.n, o, win.out_h * win.out_w))
     dw = xp.tensordot(dy2, cols, axes=((0, 2), (0, 2)))
@@ -417,7 +429,7 @@ def conv2d_transpose(
     """
     op = "conv2d_transpose"
     win = conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
-    check_float(op, xp.isdtype, x=x, w=w)
+    check_float(op, xp, x=x, w=w)
     cin = int(w.shape[0])
     w2 = xp.reshape(w, (cin, win.c * win.kh * win.kw))
     x2 = xp.reshape(x, (win.n, cin, win.out_h * win.out_w))
@@ -439,7 +451,7 @@ def max_pool2d(
     every window holds at least one pixel. NaN propagates. Output ``(N, C, out_h, out_w)``.
     """
     win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
-    check_float("max_pool2d", xp.isdtype, x=x)
+    check_float("max_pool2d", xp, x=x)
     xpad = _pad(xp, x, win, -float("inf"))
     taps = _pool_taps(win)
     if len(taps) == 1:
@@ -469,7 +481,7 @@ def max_pool2d_backward(
     op = "max_pool2d_backward"
     win = pool_window(op, x.shape, kernel_size, stride, padding)
     check_output_shape(op, "dy", dy.shape, win, win.c)
-    check_float(op, xp.isdtype, dy=dy, x=x)
+    check_float(op, xp, dy=dy, x=x)
     xpad = _pad(xp, x, win, -float("inf"))
     y = max_pool2d(xp, x, kernel_size, stride, padding)
     valid = None
@@ -527,7 +539,7 @@ def avg_pool2d(
     ``kernel_size``; each padding must be smaller than the kernel.
     """
     win = pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
-    check_float("avg_pool2d", xp.isdtype, x=x)
+    check_float("avg_pool2d", xp, x=x)
     xpad = _pad(xp, x, win, 0)
     total = None
     for rows, cols in _pool_taps(win):
@@ -549,7 +561,7 @@ def avg_pool2d_backward(
     op = "avg_pool2d_backward"
     win = pool_window(op, x_shape, kernel_size, stride, padding)
     check_output_shape(op, "dy", dy.shape, win, win.c)
-    check_float(op, xp.isdtype, dy=dy)
+    check_float(op, xp, dy=dy)
     share = dy / avg_divisor(xp, win, count_include_pad, dy.dtype)
     dxpad = xp.zeros((win.n, win.c, win.padded_h, win.padded_w), dtype=dy.dtype)
     for rows, cols in _pool_taps(win):
@@ -591,7 +603,7 @@ def softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
     NaN, gives NaN everywhere (as in PyTorch).
     """
     (ax,) = axis_tuple(axis, len(x.shape), "softmax")
-    check_float("softmax", xp.isdtype, x=x)
+    check_float("softmax", xp, x=x)
     if x.shape[ax] == 0:
         return xp.astype(x, x.dtype, copy=True)
     z, _, _ = _shifted(xp, x, (ax,))
@@ -605,7 +617,7 @@ def log_softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
     ``-inf`` entries stay ``-inf``; degenerate slices give NaN as in :func:`softmax`.
     """
     (ax,) = axis_tuple(axis, len(x.shape), "log_softmax")
-    check_float("log_softmax", xp.isdtype, x=x)
+    check_float("log_softmax", xp, x=x)
     if x.shape[ax] == 0:
         return xp.astype(x, x.dtype, copy=True)
     z, _, _ = _shifted(xp, x, (ax,))
@@ -620,7 +632,7 @@ def logsumexp(xp: Namespace, x: Array, axis: Any = None, keepdims: bool = False)
     reduction gives ``-inf``.
     """
     axes = axis_tuple(axis, len(x.shape), "logsumexp")
-    check_float("logsumexp", xp.isdtype, x=x)
+    check_float("logsumexp", xp, x=x)
     if any(x.shape[a] == 0 for a in axes):
         shape = tuple(1 if a in axes else s for a, s in enumerate(x.shape))
         if not keepdims:
@@ -648,7 +660,7 @@ def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = Non
     n = _int(num_classes, "one_hot", "num_classes")
     if n < 0:
         raise ValueError(f"one_hot: num_classes must be >= 0, got {num_classes}")
-    if not xp.isdtype(indices.dtype, "integral"):
+    if not owned_by(xp, "one_hot", indices)(indices.dtype, "integral"):
         raise TypeError(
             f"one_hot: indices must have an integer dtype, got {indices.dtype} "
             f"(shape {tuple(indices.shape)})"
@@ -668,6 +680,7 @@ def check_cross_entropy(op: str, isdtype: Any, logits: Array, labels: Array) -> 
     """Check float ``logits`` (classes last) against integer ``labels`` of shape
     ``logits.shape[:-1]``; returns the number of classes."""
     check_float(op, isdtype, logits=logits)
+    isdtype = owned_by(isdtype, op, labels)
     shape = tuple(logits.shape)
     if not shape:
         raise ValueError(f"{op}: logits need a class axis, got a 0-d array")
@@ -697,7 +710,7 @@ def softmax_cross_entropy(
     contributes nothing (its one-hot row is all zero, as in :func:`one_hot`); ``-inf`` logits
     of other classes are fine. Rows whose max is not finite give NaN, as in :func:`softmax`.
     """
-    classes = check_cross_entropy("softmax_cross_entropy", xp.isdtype, logits, labels)
+    classes = check_cross_entropy("softmax_cross_entropy", xp, logits, labels)
     scale = float(scale)
     log_p = log_softmax(xp, logits, axis=-1)
     hits = one_hot(xp, labels, classes, dtype=xp.bool)
@@ -727,7 +740,7 @@ def check_batch_norm(
     """The checks of :func:`batch_norm` (shapes, dtypes, eps > 0); returns the reduced axes."""
     op = "batch_norm"
     axes, _ = batch_norm_axes(op, x, gamma=gamma, beta=beta)
-    check_float(op, xp.isdtype, x=x, gamma=gamma, beta=beta)
+    check_float(op, xp, x=x, gamma=gamma, beta=beta)
     if float(eps) <= 0:
         raise ValueError(f"{op}: eps must be > 0, got {eps}")
     return axes
@@ -741,7 +754,7 @@ def check_batch_norm_backward(
     axes, _ = batch_norm_axes(op, x, gamma=gamma, mean=mean, inv_std=inv_std)
     if tuple(dy.shape) != tuple(x.shape):
         raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
-    check_float(op, xp.isdtype, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
+    check_float(op, xp, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
     return axes
 
 

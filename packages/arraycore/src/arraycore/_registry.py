@@ -2,7 +2,9 @@
 
 Precedence, highest first: the backend of the arrays a call receives; ``with use(...)``; the
 ``ARRAYCORE_BACKEND`` / ``ARRAYCORE_DEVICE`` environment variables; ``numpy``. Nothing is
-resolved at import time: the first call that needs a backend resolves it.
+resolved at import time: the first call that needs a backend resolves it. New arrays live on the
+active backend: ``asarray``, ``from_numpy`` and ``from_dlpack`` of host data (NumPy arrays
+included) create theirs there (:func:`placement`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from . import _interop
 from ._namespace import Namespace
 from .backend import Backend, BackendUnavailable, DeviceNotFound
 from .errors import (
-    BackendMismatchError,
     BackendNotFoundError,
     BackendNotInstalledError,
     BackendUnavailableError,
@@ -242,6 +244,11 @@ def namespace_of(*args: Any) -> Namespace:
     ``args``; beside another backend's array, that backend's namespace decides (and refuses them
     with an error that names them, as the standard allows only Python scalars there).
     """
+    return dispatch_namespace(None, args)
+
+
+def dispatch_namespace(op: str | None, args: Any) -> Namespace:
+    """:func:`namespace_of` of ``args``, naming ``op`` in the error about mixed arrays."""
     found: Namespace | None = None
     found_arg: Any = None
     numpy_scalar = False
@@ -259,11 +266,19 @@ def namespace_of(*args: Any) -> Namespace:
             if found is None:
                 found, found_arg = ns, x
             elif ns is not found:
-                raise BackendMismatchError(
-                    f"arrays of two backends or devices in one call: a "
-                    f"{type(found_arg).__name__} on {found.device} and a {type(x).__name__} "
-                    f"on {ns.device}; move one explicitly (asarray, from_dlpack, to_numpy)"
-                )
+                raise _interop.two_backends(op, found_arg, found, x, ns)
     if found is None and numpy_scalar:
         return namespace("numpy", "cpu")
     return found if found is not None else namespace()
+
+
+def placement(obj: Any) -> Namespace:
+    """Where ``arraycore.asarray(obj)`` makes its array: an array of a device backend stays with
+    its backend (``asarray`` never moves data between devices); host data (NumPy arrays and
+    scalars, Python scalars and lists, other libraries' arrays) goes to the active namespace,
+    :func:`namespace`."""
+    if not isinstance(obj, np.ndarray | np.generic | list | tuple | bool | int | float):
+        ns = _owner(obj)
+        if ns is not None and ns.name != "numpy":
+            return ns
+    return namespace()

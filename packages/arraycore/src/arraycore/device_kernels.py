@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _nn
+from . import _interop, _nn
 from ._registry import namespace_of
 
 #: The kernel functions of :func:`source`, by name.
@@ -392,8 +392,12 @@ class KernelHost(ABC):
     ``xp.nn`` function it can override (``"nn.avg_pool2d": self.shared_avg_pool2d``). A backend
     supplies four things: :meth:`kernel_empty`, :meth:`kernel_dense`, :meth:`kernel_arg` and
     :meth:`kernel_launch`. The CUDA backend (CuPy arrays) and the OpenCL backend (buffers) both
-    do, so the host logic below runs in the OpenCL backend's tests on PoCL too.
+    do, so the host logic below runs in the OpenCL backend's tests on PoCL too. Arrays of
+    another backend or device (NumPy's included) are refused with a BackendMismatchError.
     """
+
+    #: The namespace the kernels serve (found at the first call, from :meth:`kernel_empty`).
+    _kernel_target: Any = None
 
     @abstractmethod
     def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -412,6 +416,11 @@ class KernelHost(ABC):
         """Run kernel ``name`` of the ``dtype`` build over ``n`` work items, asynchronously."""
 
     # -- helpers ----------------------------------------------------------------------------------
+    def _kernel_xp(self, op: str, *arrays: Any) -> Any:
+        """The namespace of ``arrays``, which must be this host's backend and device (a clear
+        BackendMismatchError otherwise, never a kernel launched on another backend's array)."""
+        return _interop.kernel_namespace(self, op, *arrays)
+
     def _launch_into(self, out: Any, name: str, *args: Any) -> Any:
         """Launch an element kernel ``name(n, out, *args)`` over every element of ``out``."""
         n = math.prod(out.shape)
@@ -478,7 +487,7 @@ class KernelHost(ABC):
     def shared_conv2d(
         self, x: Any, w: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
     ) -> Any:
-        xp = namespace_of(x, w)
+        xp = self._kernel_xp("conv2d", x, w)
         win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
         _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
         found = self.accelerated("conv2d", win, x, w)
@@ -502,7 +511,7 @@ class KernelHost(ABC):
         dilation: Any = 1,
     ) -> Any:
         op = "conv2d_backward_data"
-        xp = namespace_of(dy, w)
+        xp = self._kernel_xp(op, dy, w)
         win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
         _nn.check_output_shape(op, "dy", dy.shape, win, int(w.shape[0]))
         _nn.check_float(op, xp.isdtype, dy=dy, w=w)
@@ -528,7 +537,7 @@ class KernelHost(ABC):
         dilation: Any = 1,
     ) -> Any:
         op = "conv2d_backward_filter"
-        xp = namespace_of(x, dy)
+        xp = self._kernel_xp(op, x, dy)
         win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
         o = int(w_shape[0])
         _nn.check_output_shape(op, "dy", dy.shape, win, o)
@@ -555,7 +564,7 @@ class KernelHost(ABC):
         output_padding: Any = 0,
     ) -> Any:
         op = "conv2d_transpose"
-        xp = namespace_of(x, w)
+        xp = self._kernel_xp(op, x, w)
         win = _nn.conv_transpose_window(
             op, x.shape, w.shape, stride, padding, dilation, output_padding
         )
@@ -573,7 +582,7 @@ class KernelHost(ABC):
     def shared_max_pool2d(
         self, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
     ) -> Any:
-        xp = namespace_of(x)
+        xp = self._kernel_xp("max_pool2d", x)
         win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("max_pool2d", xp.isdtype, x=x)
         if x.dtype.name not in self.hook_dtypes:
@@ -584,7 +593,7 @@ class KernelHost(ABC):
         self, dy: Any, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
     ) -> Any:
         op = "max_pool2d_backward"
-        xp = namespace_of(dy, x)
+        xp = self._kernel_xp(op, dy, x)
         win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
         _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy, x=x)
@@ -600,7 +609,7 @@ class KernelHost(ABC):
         padding: Any = 0,
         count_include_pad: bool = True,
     ) -> Any:
-        xp = namespace_of(x)
+        xp = self._kernel_xp("avg_pool2d", x)
         win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("avg_pool2d", xp.isdtype, x=x)
         if x.dtype.name not in DTYPES:
@@ -619,7 +628,7 @@ class KernelHost(ABC):
         count_include_pad: bool = True,
     ) -> Any:
         op = "avg_pool2d_backward"
-        xp = namespace_of(dy)
+        xp = self._kernel_xp(op, dy)
         win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
         _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy)
@@ -635,7 +644,7 @@ class KernelHost(ABC):
     # -- softmax family ---------------------------------------------------------------------------
     def _softmax_rows(self, x: Any, axis: Any, op: str, log_mode: int) -> Any:
         """The row kernel's result, or None where the reference must run."""
-        xp = namespace_of(x)
+        xp = self._kernel_xp(op, x)
         _nn.check_float(op, xp.isdtype, x=x)
         ndim = len(x.shape)
         (ax,) = _nn.axis_tuple(axis, ndim, op)
@@ -660,7 +669,7 @@ class KernelHost(ABC):
         self, logits: Any, labels: Any, scale: float = 1.0
     ) -> tuple[Any, Any]:
         op = "softmax_cross_entropy"
-        xp = namespace_of(logits, labels)
+        xp = self._kernel_xp(op, logits, labels)
         classes = _nn.check_cross_entropy(op, xp.isdtype, logits, labels)
         rows = math.prod(int(s) for s in logits.shape[:-1])
         if logits.dtype.name not in DTYPES or not 0 < classes <= SOFTMAX_MAX_ROW or rows == 0:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._namespace import require_dlpack
+from .._interop import require_dlpack
 from ..backend import Array, Backend, Device, Key, Shape
 
 _UFUNCS: dict[str, Callable[..., Any]] = {

@@ -114,3 +114,27 @@ def test_memory_stats(xp: Any) -> None:
     info.reset_memory_stats()
     after = info.memory_stats()
     assert after is not None and after["peak_bytes"] >= after["used_bytes"]
+
+
+def test_memory_stats_count_uploaded_arrays(xp: Any) -> None:
+    """Arrays copied from the host (``asarray``, ``from_numpy``) count like the ones the device
+    makes: ``used_bytes`` holds them while they live, and ``peak_bytes`` saw them."""
+    info = xp.__array_namespace_info__()
+    if info.memory_stats() is None:
+        pytest.skip(f"backend {getattr(xp, 'name', xp)!r} does not track device memory")
+    size = 8 << 20
+    host = np.ones(size // 4, dtype=np.float32)
+    for upload in (xp.asarray, xp.from_numpy):
+        info.reset_memory_stats()
+        before = info.memory_stats()
+        assert before is not None
+        x = upload(host)
+        during = info.memory_stats()
+        assert during is not None
+        assert during["used_bytes"] >= before["used_bytes"] + size // 2, (upload, before, during)
+        assert during["peak_bytes"] >= during["used_bytes"]
+        del x
+        after = info.memory_stats()
+        assert after is not None
+        assert after["used_bytes"] <= during["used_bytes"] - size // 2, (upload, during, after)
+        assert after["peak_bytes"] >= before["used_bytes"] + size // 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -86,4 +87,9 @@ def test_from_dlpack_of_numpy_arrays(xp: Any) -> None:
             assert np.shares_memory(to_host(x), host), "from_dlpack copied on the NumPy backend"
     strided = np.arange(20, dtype=np.float32).reshape(4, 5)[::2, 1:]
     assert_close(xp.from_dlpack(strided), strided)
-    assert_close(xp.from_dlpack(np.array(1.5)), np.float64(1.5))  # 0-d
+    assert_close(xp.from_dlpack(np.array(1.5, np.float32)), np.float32(1.5))  # 0-d
+    if "float64" in xp.__array_namespace_info__().dtypes():
+        assert_close(xp.from_dlpack(np.array(1.5)), np.float64(1.5))
+    else:  # a dtype the device lacks is an error, as with asarray
+        with pytest.raises(TypeError, match="float64"):
+            xp.from_dlpack(np.array(1.5))
