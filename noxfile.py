@@ -54,6 +54,7 @@ class Distribution:
     import_name: str
     extras: tuple[str, ...]
     backends: tuple[str, ...]
+    dependencies: tuple[str, ...] = ()
 
     @property
     def relpath(self) -> str:
@@ -79,6 +80,7 @@ def read_distribution(pyproject: Path) -> Distribution:
         import_name=import_name,
         extras=tuple(project.get("optional-dependencies", {})),
         backends=tuple(project.get("entry-points", {}).get(BACKEND_GROUP, {})),
+        dependencies=tuple(project.get("dependencies", ())),
     )
 
 
@@ -349,8 +351,20 @@ WHEELHOUSE_RUNTIME = (
     ("cuda-bindings=={cuda}.*", "cuda.bindings", False),
 )
 WHEELHOUSE_OURS = ("arraycore", "arraycore-cuda", "nnlayers")
-#: What the GPU node has installed that our wheels need (for the offline install check here).
-NODE_PACKAGES = ("numpy>=2.1", "tqdm>=4.66", "pytest", "hypothesis", "safetensors>=0.4.4")
+#: What verify.py's import stage needs beyond our wheels and their dependencies (the conformance
+#: kit's modules import them); the GPU node has them, so the wheelhouse does not carry them.
+NODE_PACKAGES = ("pytest", "hypothesis")
+
+
+def third_party_dependencies(names: tuple[str, ...]) -> list[str]:
+    """The base requirements of our distributions ``names`` that are not ours (numpy, tqdm...)."""
+    found = []
+    for name in names:
+        for requirement in PACKAGES[name].dependencies:
+            project = re.split(r"[\s=<>!~;\[]", requirement, maxsplit=1)[0]
+            if project not in PACKAGES and requirement not in found:
+                found.append(requirement)
+    return found
 
 
 @nox.session
@@ -358,12 +372,13 @@ def wheelhouse(session: nox.Session) -> None:
     """Fill wheelhouse/ with what an offline GPU node needs, then install it offline (--no-index).
 
     ``-- --python 3.12 --platform manylinux_2_28_x86_64 --cuda 13`` (the defaults: the GPU node of
-    packages/arraycore-cuda/README.md). The folder holds our wheels, the cudnn frontend and
-    cuda-bindings for that Python and platform, and ``wheelhouse.json`` (hashes, sizes, roles);
-    its total must stay under 60 MiB. Then, where an interpreter of that Python version exists
-    here, a fresh environment of it with only the node's own packages runs
-    ``arraycore_cuda/verify.py`` against the wheelhouse: the offline install, versions and
-    imports must pass, and the GPU stages must say that there is no GPU.
+    packages/arraycore-cuda/README.md). The folder holds our wheels and their dependencies
+    (numpy, tqdm, safetensors), the cudnn frontend and cuda-bindings for that Python and
+    platform, and ``wheelhouse.json`` (hashes, sizes, roles); its total must stay under 60 MiB.
+    Then, where an interpreter of that Python version exists here: a fresh environment of it
+    installs everything with ``pip install --no-index`` and trains a step; and a node-like one
+    (pytest, hypothesis) runs ``arraycore_cuda/verify.py`` against the wheelhouse, whose offline
+    install, versions and imports must pass and whose GPU stages must say that there is no GPU.
     """
     import argparse
     import hashlib
@@ -380,14 +395,18 @@ def wheelhouse(session: nox.Session) -> None:
         session.run(
             "python", "-m", "build", "--wheel", "--outdir", str(WHEELHOUSE), PACKAGES[name].relpath
         )
-    target = ["--only-binary=:all:", "--python-version", args.python, "--platform", args.platform]
+    target = ["--only-binary=:all:", "--python-version", args.python]
+    for platform in compatible_platforms(args.platform):
+        target += ["--platform", platform]
+    download = ["python", "-m", "pip", "download", "--quiet", *target, "-d", str(WHEELHOUSE)]
     for requirement, _, no_deps in WHEELHOUSE_RUNTIME:
-        pin = requirement.format(cuda=args.cuda)
         deps = ["--no-deps"] if no_deps else []
-        session.run(
-            "python", "-m", "pip", "download", "--quiet", *deps, *target, "-d", str(WHEELHOUSE), pin
-        )
+        session.run(*download, *deps, requirement.format(cuda=args.cuda))
+    # our wheels' own dependencies (numpy, tqdm, safetensors and theirs), so that the wheelhouse
+    # installs into a Python that has nothing; pip leaves a node's own copies where they are
+    session.run(*download, *third_party_dependencies(WHEELHOUSE_OURS))
     imports = {re.split("[=<>]", req)[0]: module for req, module, _ in WHEELHOUSE_RUNTIME}
+    runtime = set(imports)
     entries = []
     for wheel in sorted(WHEELHOUSE.glob("*.whl")):
         with zipfile.ZipFile(wheel) as archive:
@@ -401,7 +420,7 @@ def wheelhouse(session: nox.Session) -> None:
                 "file": wheel.name,
                 "project": project,
                 "version": version,
-                "role": "ours" if ours else "runtime",
+                "role": "ours" if ours else "runtime" if project in runtime else "dependency",
                 "import": PACKAGES[project].import_name
                 if ours
                 else imports.get(project, project.replace("-", ".")),
@@ -426,6 +445,17 @@ def wheelhouse(session: nox.Session) -> None:
     if total > 60 * 2**20:
         session.error(f"wheelhouse/ is {total / 2**20:.1f} MiB, over the 60 MiB cap")
     check_wheelhouse_offline(session, args.python)
+
+
+def compatible_platforms(platform: str) -> list[str]:
+    """``platform`` and the older manylinux tags a machine of it also runs (pip's --platform
+    takes only the tags it is given): manylinux_2_28_x86_64 -> ..._2_27_..., ..., manylinux2014."""
+    match = re.fullmatch(r"manylinux_2_(\d+)_(\w+)", platform)
+    if match is None:
+        return [platform]
+    glibc, arch = int(match[1]), match[2]
+    tags = [f"manylinux_2_{minor}_{arch}" for minor in range(glibc, 16, -1)]
+    return [*tags, f"manylinux2014_{arch}"]
 
 
 def find_python(version: str) -> str | None:
@@ -454,9 +484,24 @@ def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
         session.warn(f"no Python {version} here: the offline install of wheelhouse/ is not checked")
         return
     tmp = Path(session.create_tmp()).resolve()
-    node, report = tmp / f"node-{version}", tmp / "verify-report"
-    shutil.rmtree(node, ignore_errors=True)
-    shutil.rmtree(report, ignore_errors=True)
+    fresh, node, report = tmp / f"fresh-{version}", tmp / f"node-{version}", tmp / "verify-report"
+    for folder in (fresh, node, report):
+        shutil.rmtree(folder, ignore_errors=True)
+    # 1. a Python with nothing installed: pip with --no-index finds everything in the wheelhouse
+    session.run(python, "-m", "venv", str(fresh), external=True)
+    fresh_pip = [str(fresh / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-index"]
+    fresh_pip += ["--find-links", str(WHEELHOUSE)]
+    session.run(*fresh_pip, *WHEELHOUSE_OURS, external=True)
+    runtime = [req.format(cuda="0").split("=")[0] for req, _, _ in WHEELHOUSE_RUNTIME]
+    session.run(*fresh_pip, "--no-deps", *runtime, "cuda-pathfinder", external=True)
+    smoke = (
+        "import arraycore, arraycore_cuda, nnlayers, nnlayers.expr as ex, cudnn, cuda.bindings\n"
+        "x = ex.placeholder((None, 3), name='x')\n"
+        "g = nnlayers.compile(ex.sum(ex.tanh(x)), wrt=[])\n"
+        "print('offline install works:', float(g.forward({x: [[0.0, 0.0, 0.0]]})))\n"
+    )
+    session.run(str(fresh / "bin" / "python"), "-c", smoke, external=True)
+    # 2. a node-like Python (pytest, hypothesis) runs verify.py, which installs the wheelhouse
     session.run(python, "-m", "venv", str(node), external=True)
     node_python = str(node / "bin" / "python")
     session.run(node_python, "-m", "pip", "install", "--quiet", *NODE_PACKAGES, external=True)

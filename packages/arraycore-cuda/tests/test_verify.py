@@ -187,6 +187,22 @@ def test_wheelhouse_stage_checks_hashes_tags_and_completeness(tmp_path: Path) ->
     assert "no wheel of arraycore" in verify.stage_wheelhouse(ctx, 60)["summary"]
 
 
+@pytest.mark.parametrize(
+    ("python_tag", "abi_tag", "runs"),
+    [
+        ("py3", "none", True),
+        ("cp{mm}", "cp{mm}", True),
+        ("cp{older}", "cp{older}", False),
+        ("cp{older}", "abi3", True),
+        ("cp{newer}", "abi3", False),
+    ],
+)
+def test_wheel_python_tags(python_tag: str, abi_tag: str, runs: bool) -> None:
+    major, minor = sys.version_info[:2]
+    tags = {"mm": f"{major}{minor}", "older": f"{major}{minor - 1}", "newer": f"{major}{minor + 1}"}
+    assert verify.runs_here(python_tag.format(**tags), abi_tag.format(**tags)) is runs
+
+
 def test_unpacked_wheel_imports_with_its_metadata_and_entry_points(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, "demo-backend", "2.0")
     site = tmp_path / "site"

@@ -109,8 +109,8 @@ def stage_wheelhouse(ctx: core.Context, timeout: float) -> core.Result:
         total += len(data)
         if hashlib.sha256(data).hexdigest() != entry["sha256"]:
             problems.append(f"{entry['file']}: sha256 differs from {MANIFEST}")
-        python_tag = core.wheel_tags(entry["file"])[0]
-        if python_tag.startswith("cp") and python_tag != here:
+        python_tag, abi_tag, _ = core.wheel_tags(entry["file"])
+        if not runs_here(python_tag, abi_tag):
             problems.append(f"{entry['file']} is for {python_tag}, this Python is {here}")
     missing = set(OURS) - {entry["project"] for entry in manifest["wheels"]}
     problems += [f"no wheel of {name}" for name in sorted(missing)]
@@ -126,6 +126,18 @@ def stage_wheelhouse(ctx: core.Context, timeout: float) -> core.Result:
         "wheels": [entry["file"] for entry in manifest["wheels"]],
         "built_for": {k: manifest.get(k) for k in ("python", "platform", "cuda")},
     }
+
+
+def runs_here(python_tag: str, abi_tag: str) -> bool:
+    """Whether a wheel of these tags installs into this CPython: ``py3`` always, ``cpXY``
+    exactly, and ``cpXY-abi3`` (the stable ABI) from Python X.Y on."""
+    if not python_tag.startswith("cp"):
+        return True
+    wanted = (sys.version_info.major, sys.version_info.minor)
+    tags = [(int(t[2]), int(t[3:])) for t in python_tag.split(".") if t[2:].isdigit()]
+    if abi_tag == "abi3":
+        return any(tag <= wanted and tag[0] == wanted[0] for tag in tags)
+    return wanted in tags
 
 
 def importable(ctx: core.Context, module: str) -> bool:
