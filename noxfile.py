@@ -100,6 +100,13 @@ FIXTURES: dict[str, list[Distribution]] = {
     for name, dist in PACKAGES.items()
 }
 
+#: What a package's tests install besides its own fixtures: the offline GPU verification checks
+#: nnlayers too, and OpenCL's host/device tests need a second device backend (the tiny one).
+TEST_SIBLINGS: dict[str, list[Distribution]] = {
+    "arraycore-cuda": [PACKAGES["nnlayers"]],
+    "arraycore-opencl": FIXTURES["arraycore"],
+}
+
 #: Backend entry-point name -> the distribution that provides it.
 BACKENDS: dict[str, Distribution] = {
     backend: dist
@@ -167,7 +174,8 @@ def typecheck(session: nox.Session) -> None:
 def tests(session: nox.Session, package: str) -> None:
     """Run one package's tests (with arraycore, its test extra and its test fixtures)."""
     dist = PACKAGES[package]
-    fixtures = [arg for fixture in FIXTURES[package] for arg in fixture.requirement()]
+    helpers = [*FIXTURES[package], *TEST_SIBLINGS.get(package, [])]
+    fixtures = [arg for fixture in helpers for arg in fixture.requirement()]
     core = [] if dist is CORE else CORE.requirement("test")
     session.install(*core, *dist.requirement("test"), *fixtures)
     if package in NO_DEPS_TEST_INSTALLS:
