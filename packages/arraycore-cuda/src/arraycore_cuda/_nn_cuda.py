@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from arraycore import _nn, namespace_of
+from arraycore import _nn
 from arraycore.device_kernels import SHARED_NN, KernelHost
 
 from ._kernels import DTYPES, CudaKernels
@@ -85,7 +85,7 @@ class CudaNN(KernelHost):
     def batch_norm(
         self, x: Array, gamma: Array, beta: Array, *, eps: float = 1e-5
     ) -> tuple[Array, Array, Array]:
-        xp = namespace_of(x, gamma, beta)
+        xp = self._kernel_xp("batch_norm", x, gamma, beta)  # CuPy arrays of this device only
         _nn.check_batch_norm(xp, x, gamma, beta, eps)
         if self.cudnn is not None:
             found = self.cudnn.batch_norm(x, gamma, beta, float(eps))
@@ -97,7 +97,7 @@ class CudaNN(KernelHost):
     def batch_norm_backward(
         self, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
     ) -> tuple[Array, Array, Array]:
-        xp = namespace_of(dy, x, gamma, mean, inv_std)
+        xp = self._kernel_xp("batch_norm_backward", dy, x, gamma, mean, inv_std)
         _nn.check_batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
         if self.cudnn is not None:
             found = self.cudnn.batch_norm_backward(dy, x, gamma, mean, inv_std)
