@@ -285,7 +285,8 @@ def test_softmax_cross_entropy_rows(ocl: OpenCLRunner, dtype: str) -> None:
         "softmax_xent_rows", rows, dtype, np.int64(rows), np.int64(cols), dlogits, row_loss, x,
         labels, np.dtype(dtype).type(scale),
     )  # fmt: skip
-    want_loss, want_d = XP.nn.softmax_cross_entropy(x, labels, scale)
+    with arraycore.checks(False):  # what the kernel does when arraycore's label check is off
+        want_loss, want_d = XP.nn.softmax_cross_entropy(x, labels, scale)
     _close(got_d, want_d, dtype, 4 * cols)
     _close(np.sum(got_rows), want_loss, dtype, 4 * cols * rows)
     # rows with a label out of range add nothing, even when degenerate

@@ -52,6 +52,15 @@ def test_info_survives_an_unusable_selection() -> None:
     assert "$ARRAYCORE_BACKEND='nosuchbackend'" in result.stdout
 
 
+def test_info_suggests_the_name_for_a_wrong_case() -> None:
+    result = run(sys.executable, "-m", "arraycore", "info", env={"ARRAYCORE_BACKEND": "OpenCL"})
+    assert result.returncode == 1, result.stderr
+    assert "NOT USABLE: unknown backend 'OpenCL' (from $ARRAYCORE_BACKEND or use()). " in (
+        result.stdout
+    )
+    assert "Did you mean 'opencl'?" in result.stdout
+
+
 def test_info_says_when_the_environment_selects_nothing() -> None:
     result = run(sys.executable, "-m", "arraycore", "info")
     assert "$ARRAYCORE_BACKEND not set: numpy" in result.stdout

@@ -116,6 +116,31 @@ def test_unknown_backend_suggests_a_close_name_and_install_commands() -> None:
     assert "arraycore.backends" in message
 
 
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("OpenCL", "opencl"), ("NUMPY", "numpy"), ("Tiny", "tiny"), ("numpi", "numpy")],
+)
+def test_unknown_backend_suggests_the_name_in_another_case(typed: str, meant: str) -> None:
+    with pytest.raises(BackendNotFoundError, match=f"Did you mean '{meant}'\\?"):
+        arraycore.namespace(typed)
+
+
+def test_namespace_of_refuses_arrays_of_other_libraries() -> None:
+    torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip install torch)")
+    tensor = torch.ones(3)
+    with pytest.raises(BackendMismatchError, match=r"^namespace_of: got a torch\.Tensor, which"):
+        arraycore.namespace_of(tensor)
+    with pytest.raises(BackendMismatchError, match=r"^sum: got a torch\.Tensor.*asarray"):
+        arraycore.sum(tensor)
+    with arraycore.use("tiny"), pytest.raises(BackendMismatchError, match="namespace_of"):
+        arraycore.namespace_of(tensor, arraycore.asarray(np.ones(3)))
+    # what arraycore makes of it explicitly is an array of the active backend
+    assert arraycore.namespace_of(arraycore.asarray(tensor)).name == "numpy"
+    # Python data and NumPy arrays are not foreign
+    assert arraycore.namespace_of([1.0, 2.0], 3, None).name == "numpy"
+    assert arraycore.namespace_of(np.ones(2), np.float32).name == "numpy"
+
+
 def test_from_dlpack_of_an_object_without_dlpack_says_what_to_do() -> None:
     for xp in (arraycore.namespace("numpy"), arraycore.namespace("tiny")):
         with pytest.raises(TypeError, match=r"from_dlpack: a builtins\.list does not support"):

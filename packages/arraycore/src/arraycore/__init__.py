@@ -25,6 +25,7 @@ import numpy as np
 
 from . import _dtypes, _registry
 from ._array import ArrayBase
+from ._checks import checks
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
 from .backend import Backend, Device
@@ -232,6 +233,7 @@ __all__ = [
     "Device",
     "Generator",
     "Namespace",
+    "checks",
     "current",
     "inplace",
     "namespace",

@@ -1,7 +1,8 @@
 """Data types: arraycore's dtypes are NumPy dtype objects on every backend.
 
 Promotion follows NumPy 2 (NEP 50), which agrees with the Array API standard wherever the
-standard defines a result, and extends it for mixed kinds (int with float gives float).
+standard defines a result, and extends it for mixed kinds (int with float gives float). The
+result dtype of every function is in :mod:`arraycore._dtype_rules` (``docs/dtypes.md``).
 """
 
 from __future__ import annotations

@@ -85,6 +85,34 @@ def mismatch(op: str, x: Any, xp: Namespace) -> BackendMismatchError:
     return BackendMismatchError(f"{op}: got {where_is(x)}, but {here}; {advice}")
 
 
+#: What makes an object an array of some library (NumPy's, PyTorch's, JAX's, ...), not data.
+_ARRAY_PROTOCOLS = (
+    "__array_namespace__",
+    "__dlpack__",
+    "__array_interface__",
+    "__cuda_array_interface__",
+    "__array__",
+)
+
+
+def is_foreign_array(x: Any) -> bool:
+    """Whether ``x`` (which no loaded backend owns) is an array of another library: it speaks
+    one of the array protocols (a PyTorch tensor, a JAX or Dask array, a pandas Series, ...)."""
+    return not isinstance(x, type) and any(hasattr(x, name) for name in _ARRAY_PROTOCOLS)
+
+
+def foreign(op: str | None, x: Any, loaded: list[str]) -> BackendMismatchError:
+    """The error for an array of another library where arraycore looks for its backend."""
+    names = ", ".join(sorted(set(loaded))) or "none yet"
+    return BackendMismatchError(
+        f"{op or 'namespace_of'}: got {where_is(x)}; arraycore does not adopt other libraries' "
+        f"arrays implicitly (loaded backends: {names}). Make it an "
+        f"array of a backend with arraycore.asarray(x) (which keeps its dtype) or "
+        f"xp.from_dlpack(x); an array of a backend that is not loaded yet is recognised once "
+        f"arraycore.namespace(name) has loaded it"
+    )
+
+
 def two_backends(op: str | None, first: Any, first_ns: Any, x: Any, ns: Any) -> Exception:
     """The error for arrays of two backends or devices in one call."""
     prefix = f"{op}: " if op else ""

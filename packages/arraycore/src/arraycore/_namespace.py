@@ -2,10 +2,12 @@
 
 :class:`Namespace` implements every public function of arraycore in terms of the required
 primitives of :class:`arraycore.backend.Backend`. Names and semantics follow the Python Array
-API standard (2024.12); type promotion and Python-scalar handling follow NumPy 2, the reference
-backend. A backend replaces any function here with a faster one through
+API standard (2024.12); result dtypes follow the one table of :mod:`arraycore._dtype_rules`
+(``docs/dtypes.md``). A backend replaces any function here with a faster one through
 :meth:`Backend.overrides`; the replacement is bound as an instance attribute, so calling it costs
-no more than calling the backend's function directly.
+no more than calling the backend's function directly (unless it is not declared conforming to
+the dtype rules: then integer and bool inputs take the function here, see
+:func:`arraycore._dtype_rules.guard`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _interop, _nn
+from . import _checks, _dtype_rules, _interop, _nn
 from ._dtypes import (
     DTYPES,
     can_cast,
@@ -168,7 +170,9 @@ class NNNamespace(_SubNamespace):
         return _nn.logsumexp(self._xp, x, axis, keepdims)
 
     def one_hot(self, indices: Array, num_classes: int, *, dtype: Any = None) -> Array:
-        """One-hot rows for integer ``indices``: shape ``indices.shape + (num_classes,)``."""
+        """One-hot rows for integer ``indices``: shape ``indices.shape + (num_classes,)``;
+        an index outside ``[0, num_classes)`` is a ValueError (see :func:`arraycore.checks`)."""
+        _checks.one_hot(self._xp, indices, num_classes)
         return _nn.one_hot(self._xp, indices, num_classes, dtype=dtype)
 
     def softmax_cross_entropy(
@@ -176,7 +180,9 @@ class NNNamespace(_SubNamespace):
     ) -> tuple[Array, Array]:
         """``(loss, dlogits)``: ``-scale * sum(log_softmax(logits)[..., labels])`` over every
         example (integer ``labels``, classes last) and its gradient with respect to ``logits``,
-        ``(softmax(logits) - one_hot(labels)) * scale``."""
+        ``(softmax(logits) - one_hot(labels)) * scale``; a label outside ``[0, classes)`` is a
+        ValueError (see :func:`arraycore.checks`)."""
+        _checks.softmax_cross_entropy(self._xp, logits, labels)
         return _nn.softmax_cross_entropy(self._xp, logits, labels, scale)
 
     def batch_norm(
@@ -214,34 +220,46 @@ class InplaceNamespace(_SubNamespace):
     """
 
     def __getattr__(self, name: str) -> Callable[..., Array]:
+        fn = self._derived(name)
+        setattr(self, name, fn)
+        return fn
+
+    def _derived(self, name: str) -> Callable[..., Array]:
+        """arraycore's own ``inplace.<name>``, with the dtype rules of ``<name>``."""
         xp = self._xp
         bk = xp._backend
+        fn: Callable[..., Array]
         if name in _UNARY_NAMES:
 
-            def unary(x: Array, *, out: Array) -> Array:
+            def fn(x: Array, /, *, out: Array) -> Array:
                 xp._check_out(name, out, x)
-                return bk.unary(name, x, out=out)
+                operand = xp._unary_input(name, x)
+                if operand is None:  # the result is x itself (round of integers, ...)
+                    return self.copy(x, out=out)
+                return bk.unary(name, operand, out=out)
 
-            unary.__name__ = name
-            setattr(self, name, unary)
-            return unary
-        if name in _BINARY_NAMES:
+        elif name in _BINARY_NAMES:
 
-            def binary(x1: ArrayOrScalar, x2: ArrayOrScalar, *, out: Array) -> Array:
+            def fn(x1: ArrayOrScalar, x2: ArrayOrScalar, /, *, out: Array) -> Array:
+                constant = xp._constant_comparison(name, x1, x2)
+                if constant is not None:
+                    xp._check_out(name, out, x2 if type(x1) is int else x1)
+                    return self.fill(constant, out=out)
                 a, b = xp._promote(name, x1, x2, like=out)
                 xp._check_out(name, out, a, b)
                 return bk.binary(name, a, b, out=out)
 
-            binary.__name__ = name
-            setattr(self, name, binary)
-            return binary
-        raise AttributeError(f"arraycore.inplace has no function {name!r}")
+        else:
+            raise AttributeError(f"arraycore.inplace has no function {name!r}")
+        fn.__name__ = name
+        return fn
 
     def copy(self, src: ArrayOrScalar, *, out: Array) -> Array:
         """Write ``src`` (broadcast, cast to ``out.dtype``) into ``out``; returns ``out``."""
         xp = self._xp
-        value = xp._as_operand(src, out.dtype, "inplace.copy")
-        xp._backend.setitem(out, tuple(slice(None) for _ in out.shape), value)
+        xp._check("inplace.copy", out)
+        key = tuple(slice(None) for _ in out.shape)
+        xp._backend.setitem(out, key, _checks.setitem_value(xp, "inplace.copy", out, key, src))
         return out
 
     def fill(self, value: Scalar, *, out: Array) -> Array:
@@ -277,16 +295,8 @@ class InplaceNamespace(_SubNamespace):
     def scatter_add(self, out: Array, indices: Array, values: Array, axis: int = 0) -> Array:
         """``out[..., indices[i], ...] += values[..., i, ...]`` in place; repeats accumulate."""
         xp = self._xp
-        (ax,) = normalize_axes(axis, len(out.shape), "scatter_add")
-        idx = xp._index_array(indices, out.shape[ax], "scatter_add")
-        expected = tuple(out.shape[:ax]) + tuple(idx.shape) + tuple(out.shape[ax + 1 :])
-        if tuple(values.shape) != expected:
-            raise ValueError(
-                f"scatter_add: values of shape {tuple(values.shape)} do not match out "
-                f"{tuple(out.shape)} with {idx.shape[0]} indices on axis {ax} "
-                f"(expected {expected})"
-            )
-        xp._backend.scatter_add(out, idx, xp.astype(values, out.dtype, copy=False), ax)
+        ax, idx, vals = _checks.scatter_add_args(xp, "scatter_add", out, indices, values, axis)
+        xp._backend.scatter_add(out, idx, vals, ax)
         return out
 
 
@@ -436,8 +446,8 @@ _BINARY_NAMES = frozenset(
         "logical_and", "logical_or",
     }
 )  # fmt: skip
-_COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
-_LOGICAL = frozenset({"logical_and", "logical_or", "logical_not"})
+_BOOL = np.dtype("bool")
+_INT64 = np.dtype("int64")
 
 
 class Namespace:
@@ -474,6 +484,7 @@ class Namespace:
     def __init__(self, backend: Backend) -> None:
         self._backend = backend
         self._dtype_cache: dict[Any, np.dtype] = {}
+        self._rule_cache: dict[tuple[str, Any, Any], np.dtype] = {}
         self.name = backend.name
         self.device = backend.device
         self.nn = NNNamespace(self)
@@ -489,7 +500,11 @@ class Namespace:
                 raise AttributeError(
                     f"backend {backend.name!r} overrides {dotted!r}, which arraycore does not have"
                 )
-            setattr(owner, attr, fn)
+            if dotted in _dtype_rules.GUARDED and dotted not in backend.conforming_overrides:
+                # Integer and bool inputs go to arraycore's function, which applies the rules.
+                own = owner._derived(attr) if path else getattr(Namespace, attr).__get__(self)
+                fn = _dtype_rules.guard(dotted, fn, own, backend.owns)
+            setattr(owner, attr, _checks.guard(self, dotted, fn))
 
     def __repr__(self) -> str:
         return f"<arraycore namespace {self.name!r} on {self.device}>"
@@ -572,26 +587,75 @@ class Namespace:
     def _promote(
         self, op: str, x1: ArrayOrScalar, x2: ArrayOrScalar, like: Any = None
     ) -> tuple[Array, Array]:
-        """Both operands as backend arrays of their common dtype (NumPy 2 / NEP 50 rules)."""
+        """Both operands as backend arrays of the dtype ``op`` computes in: their promoted dtype
+        (NumPy 2 / NEP 50), converted as ``op``'s dtype rule says (docs/dtypes.md)."""
         s1 = isinstance(x1, _SCALAR_TYPES) and not isinstance(x1, np.generic)
         s2 = isinstance(x2, _SCALAR_TYPES) and not isinstance(x2, np.generic)
         if s1 and s2:
             if like is None:
                 raise TypeError(f"{op}: at least one argument must be an array")
-            x1 = self._backend.full((), x1, like.dtype)
+            x1 = self._scalar(op, x1, like.dtype)
             s1 = False
         if not s1:
             self._check(op, x1)
         if not s2:
             self._check(op, x2)
-        if s1:
-            dt = result_type(x2.dtype, x1)
-            return self._backend.full((), x1, dt), self._cast(x2, dt)
-        if s2:
-            dt = result_type(x1.dtype, x2)
-            return self._cast(x1, dt), self._backend.full((), x2, dt)
-        dt = result_type(x1.dtype, x2.dtype)
-        return self._cast(x1, dt), self._cast(x2, dt)
+        dt = self._compute_dtype(op, type(x1) if s1 else x1.dtype, type(x2) if s2 else x2.dtype)
+        a = self._scalar(op, x1, dt) if s1 else self._cast(x1, dt)
+        b = self._scalar(op, x2, dt) if s2 else self._cast(x2, dt)
+        # a Python exponent is checked for free; an array exponent costs a wait on the device,
+        # which arraycore.checks(False) skips like the index checks (the result is then undefined)
+        if (
+            op == "pow"
+            and dt.kind == "i"
+            and (x2 < 0 if s2 else _checks.enabled() and self._any_negative(b))
+        ):
+            raise ValueError(_dtype_rules.NEGATIVE_POWER.format(op=op))
+        return a, b
+
+    def _compute_dtype(self, op: str, a: Any, b: Any = None) -> np.dtype:
+        """The dtype ``op`` computes in for operands given by dtype or Python scalar type
+        (cached per namespace: called per operation)."""
+        key = (op, a, b)
+        try:
+            return self._rule_cache[key]
+        except KeyError:
+            pass
+        fdt = self._default_float()
+        weak = {bool: True, int: 0, float: 0.0}
+        operands = tuple(weak.get(o, o) for o in (a, b) if o is not None)
+        dt = _dtype_rules.promoted(operands, fdt)
+        if dt not in operands:  # int32 with float32 is float64, which the device may lack
+            dt = self._dtype(dt, op)
+        dt = _dtype_rules.compute_dtype(op, dt, fdt)
+        self._rule_cache[key] = dt
+        return dt
+
+    def _scalar(self, op: str, value: Scalar, dtype: np.dtype) -> Array:
+        """A 0-d array of ``dtype`` holding a Python scalar; an int must fit an integer dtype
+        (int64 in the logical functions, which take it as a bool)."""
+        if type(value) is int and (dtype.kind in "iu" or op in _dtype_rules.LOGICAL):
+            _dtype_rules.check_python_int(op, value, dtype if dtype.kind in "iu" else _INT64)
+        return self._backend.full((), value, dtype)
+
+    def _any_negative(self, x: Array) -> builtins.bool:
+        """Whether an integer array has a negative element: one reduction and a wait for it."""
+        if not x.size:
+            return False
+        bk = self._backend
+        negative = bk.binary("less", bk.reshape(x, (x.size,)), bk.full((), 0, x.dtype))
+        return builtins.bool(bk.to_numpy(bk.reduce("any", negative, (0,), False)))
+
+    def _constant_comparison(
+        self, op: str, x1: ArrayOrScalar, x2: ArrayOrScalar
+    ) -> builtins.bool | None:
+        """The result of comparing an integer array with a Python int outside its dtype's
+        range, where every element compares alike (exact, as in NumPy 2); else None."""
+        if op in _dtype_rules.COMPARISONS:
+            for value, x, first in ((x1, x2, True), (x2, x1, False)):
+                if type(value) is int and getattr(x, "dtype", _BOOL).kind in "iu":
+                    return _dtype_rules.out_of_range_comparison(op, value, x.dtype, first)
+        return None
 
     def _cast(self, x: Array, dtype: np.dtype) -> Array:
         return x if x.dtype == dtype else self._backend.astype(x, dtype)
@@ -603,23 +667,6 @@ class Namespace:
             raise ValueError(
                 f"inplace.{op}: out has shape {tuple(out.shape)}, the result has shape {shape}"
             )
-
-    def _index_array(self, indices: Any, size: int, op: str) -> Array:
-        """1-D int64 backend indices with negatives wrapped (no host sync)."""
-        if not self._is_array(indices):
-            indices = self.asarray(indices, dtype=np.int64)
-        self._check(op, indices)
-        if indices.dtype.kind not in "iu":
-            raise TypeError(f"{op}: indices must be integers, got {indices.dtype}")
-        if len(indices.shape) != 1:
-            raise ValueError(f"{op}: indices must be 1-D, got shape {tuple(indices.shape)}")
-        idx = self._cast(indices, np.dtype("int64"))
-        if indices.dtype.kind == "i":
-            size_arr = self._backend.full((), size, np.dtype("int64"))
-            zero = self._backend.full((), 0, np.dtype("int64"))
-            neg = self._backend.binary("less", idx, zero)
-            idx = self._backend.where(neg, self._backend.binary("add", idx, size_arr), idx)
-        return idx
 
     # -- creation --------------------------------------------------------------------------
     def asarray(
@@ -688,14 +735,17 @@ class Namespace:
 
     def empty(self, shape: Any, *, dtype: Any = None, device: Any = None) -> Array:
         """A new array (contents unspecified; arraycore's generic path zero-fills)."""
+        shape = self._shape(shape, "empty")
         return self.full(shape, 0, dtype=self._float_or(dtype, "empty"), device=device)
 
     def zeros(self, shape: Any, *, dtype: Any = None, device: Any = None) -> Array:
         """A new array of zeros."""
+        shape = self._shape(shape, "zeros")
         return self.full(shape, 0, dtype=self._float_or(dtype, "zeros"), device=device)
 
     def ones(self, shape: Any, *, dtype: Any = None, device: Any = None) -> Array:
         """A new array of ones."""
+        shape = self._shape(shape, "ones")
         return self.full(shape, 1, dtype=self._float_or(dtype, "ones"), device=device)
 
     def _float_or(self, dtype: Any, op: str) -> np.dtype:
@@ -791,30 +841,28 @@ class Namespace:
         return self._backend.astype(x, dt)
 
     # -- element-wise ----------------------------------------------------------------------------
-    def _unary(self, op: str, x: Array) -> Array:
+    def _unary_input(self, op: str, x: Array) -> Array | None:
+        """``x`` in the dtype ``op``'s primitive computes in (docs/dtypes.md), or None where the
+        result is ``x`` itself (rounding integers and bools, ``abs`` of bool)."""
         self._check(op, x)
-        if op in _LOGICAL and x.dtype != np.bool_:
-            x = self._backend.astype(x, np.dtype("bool"))
-        elif op in _FLOAT_UNARY and x.dtype.kind != "f":
-            x = self._backend.astype(x, self._default_float())
-        elif op in _INT_NOOP and x.dtype.kind in "biu":
-            return x if op != "round" else self._backend.astype(x, x.dtype)
-        elif op == "sign" and x.dtype == np.bool_:
-            raise TypeError("sign: not defined for bool arrays")
-        elif op == "negative" and x.dtype == np.bool_:
-            raise TypeError("negative: not defined for bool arrays; use logical_not")
-        return self._backend.unary(op, x)
+        dt = self._compute_dtype(op, x.dtype)
+        if (op in _INT_NOOP and dt.kind in "biu") or (op == "abs" and dt.kind == "b"):
+            return None
+        return self._cast(x, dt)
+
+    def _unary(self, op: str, x: Array) -> Array:
+        operand = self._unary_input(op, x)
+        if operand is None:
+            return self._backend.astype(x, x.dtype)
+        return self._backend.unary(op, operand)
 
     def _binary(self, op: str, x1: ArrayOrScalar, x2: ArrayOrScalar) -> Array:
+        constant = self._constant_comparison(op, x1, x2)
+        if constant is not None:
+            x = x2 if type(x1) is int else x1
+            self._check(op, x)
+            return self._backend.full(tuple(x.shape), constant, _BOOL)
         a, b = self._promote(op, x1, x2)
-        if op in _LOGICAL and a.dtype != np.bool_:
-            a = self._backend.astype(a, np.dtype("bool"))
-            b = self._backend.astype(b, np.dtype("bool"))
-        elif op == "divide" and a.dtype.kind != "f":
-            a = self._backend.astype(a, self._default_float())
-            b = self._backend.astype(b, self._default_float())
-        elif op == "subtract" and a.dtype == np.bool_:
-            raise TypeError("subtract: not defined for bool arrays; use logical_xor")
         return self._backend.binary(op, a, b)
 
     def add(self, x1: ArrayOrScalar, x2: ArrayOrScalar, /) -> Array:
@@ -894,15 +942,13 @@ class Namespace:
         return self._unary("negative", x)
 
     def positive(self, x: Array, /) -> Array:
-        """Element-wise ``+x`` (a copy)."""
+        """Element-wise ``+x`` (a copy; not defined for bool, as in NumPy)."""
         self._check("positive", x)
+        self._compute_dtype("positive", x.dtype)  # bool: TypeError
         return self._backend.astype(x, x.dtype)
 
     def abs(self, x: Array, /) -> Array:
         """Element-wise absolute value."""
-        if x.dtype == np.bool_:
-            self._check("abs", x)
-            return self._backend.astype(x, x.dtype)
         return self._unary("abs", x)
 
     def sqrt(self, x: Array, /) -> Array:
@@ -991,9 +1037,10 @@ class Namespace:
         if isinstance(bound, _SCALAR_TYPES):
             if not _scalar_fits(bound, x.dtype):
                 raise TypeError(f"{op}: bound {bound!r} does not fit dtype {x.dtype}")
-            return self._backend.full(
-                (), bound.item() if isinstance(bound, np.generic) else bound, x.dtype
-            )
+            value = bound.item() if isinstance(bound, np.generic) else bound
+            if type(value) is int and x.dtype.kind in "iu":  # out of range: no bound (NumPy 2)
+                value = _dtype_rules.clamp_python_int(value, x.dtype)
+            return self._backend.full((), value, x.dtype)
         return self._as_operand(bound, x.dtype, op)
 
     def where(self, condition: Array, x1: ArrayOrScalar, x2: ArrayOrScalar, /) -> Array:
@@ -1016,6 +1063,8 @@ class Namespace:
             x = self._backend.astype(x, np.dtype("uint64" if x.dtype.kind == "u" else "int64"))
         elif op in ("any", "all") and x.dtype != np.bool_:
             x = self._backend.astype(x, np.dtype("bool"))
+        if op in ("sum", "prod") and x.dtype == np.bool_:  # dtype=bool: bool's + and * (NumPy)
+            op = "any" if op == "sum" else "all"
         if not axes:
             return self._backend.astype(x, x.dtype)
         if op in ("max", "min") and any(x.shape[a] == 0 for a in axes):
@@ -1187,9 +1236,12 @@ class Namespace:
             raise ValueError(
                 f"matmul: batch axes of {tuple(x1.shape)} and {tuple(x2.shape)} do not broadcast"
             ) from exc
-        if a.dtype == np.bool_:
-            raise TypeError("matmul: not defined for bool arrays")
-        out = self._backend.matmul(a, b)
+        if a.dtype == np.bool_:  # OR of ANDs, as in NumPy: a float32 count is 0 only if none
+            f32 = np.dtype("float32")
+            counts = self._backend.matmul(self._cast(a, f32), self._cast(b, f32))
+            out = self._backend.binary("not_equal", counts, self._backend.full((), 0, f32))
+        else:
+            out = self._backend.matmul(a, b)
         shape = tuple(batch)
         shape += () if vec1 else (a.shape[-2],)
         shape += () if vec2 else (b.shape[-1],)
@@ -1342,6 +1394,8 @@ class Namespace:
             arrays = [self._backend.reshape(a, (a.size,)) for a in arrays]
             axis = 0
         dt = result_type(*(a.dtype for a in arrays))
+        if all(a.dtype != dt for a in arrays):  # int32 with float32 is float64, maybe missing
+            dt = self._dtype(dt, "concat")
         ndim = len(arrays[0].shape)
         if ndim == 0:
             raise ValueError("concat: zero-dimensional arrays cannot be concatenated")
@@ -1433,33 +1487,20 @@ class Namespace:
     # -- indexing ------------------------------------------------------------------------------------
     def take(self, x: Array, indices: Array, /, *, axis: int | None = None) -> Array:
         """Elements of ``x`` at 1-D integer ``indices`` along ``axis``."""
-        self._check("take", x)
-        if axis is None:
-            if len(x.shape) != 1:
-                raise ValueError(f"take: axis is required for a {len(x.shape)}-D array {x.shape}")
-            axis = 0
-        (ax,) = normalize_axes(axis, len(x.shape), "take")
-        idx = self._index_array(indices, x.shape[ax], "take")
+        ax, idx = _checks.take_args(self, x, indices, axis)
         return self._backend.take(x, idx, ax)
 
     def take_along_axis(self, x: Array, indices: Array, /, *, axis: int = -1) -> Array:
         """Elements of ``x`` picked by ``indices`` (same rank) along ``axis``."""
-        self._check("take_along_axis", x, indices)
+        ax, idx = _checks.take_along_axis_args(self, x, indices, axis)
         n = len(x.shape)
-        if len(indices.shape) != n:
-            raise ValueError(
-                f"take_along_axis: indices {tuple(indices.shape)} need the rank of x {tuple(x.shape)}"
-            )
-        (ax,) = normalize_axes(axis, n, "take_along_axis")
         shape = list(
             np.broadcast_shapes(
                 tuple(s if i != ax else 1 for i, s in enumerate(x.shape)),
-                tuple(s if i != ax else 1 for i, s in enumerate(indices.shape)),
+                tuple(s if i != ax else 1 for i, s in enumerate(idx.shape)),
             )
         )
-        shape[ax] = indices.shape[ax]
-        idx = self._cast(indices, np.dtype("int64"))
-        idx = self.where(self.less(idx, 0), self.add(idx, x.shape[ax]), idx)
+        shape[ax] = idx.shape[ax]
         idx = self._backend.broadcast_to(idx, tuple(shape))
         strides = [math.prod(x.shape[i + 1 :]) for i in range(n)]
         flat = self.multiply(idx, strides[ax])
@@ -1474,8 +1515,9 @@ class Namespace:
         values = self._backend.take(self._backend.reshape(x, (x.size,)), flat, 0)
         return self._backend.reshape(values, tuple(shape))
 
-    def _normalize_key(self, x: Array, key: Any) -> Key:
-        """A basic index as one entry per axis (ints, slices, None); rejects the rest."""
+    def _normalize_key(self, x: Array, key: Any, op: str = "getitem") -> Key:
+        """A basic index as one entry per axis (ints, slices, None); rejects the rest, naming
+        ``op``. Ints become non-negative; slices stay as given."""
         if not isinstance(key, tuple):
             key = (key,)
         for k in key:
@@ -1483,15 +1525,15 @@ class Namespace:
                 k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)
             ) or isinstance(k, bool | np.bool_):
                 raise IndexError(
-                    f"getitem: only basic indexing (ints, slices, None, ...) is supported on "
+                    f"{op}: only basic indexing (ints, slices, None, ...) is supported on "
                     f"backend {self.name!r}, got {type(k).__name__}; use take() for gathers"
                 )
         if sum(k is Ellipsis for k in key) > 1:
-            raise IndexError("getitem: an index can only have a single ellipsis")
+            raise IndexError(f"{op}: an index can only have a single ellipsis")
         used = sum(1 for k in key if k is not None and k is not Ellipsis)
         ndim = len(x.shape)
         if used > ndim:
-            raise IndexError(f"getitem: too many indices for an array of shape {tuple(x.shape)}")
+            raise IndexError(f"{op}: too many indices for an array of shape {tuple(x.shape)}")
         out: list[int | slice | None] = []
         for k in key:
             if k is Ellipsis:
@@ -1507,9 +1549,7 @@ class Namespace:
             if isinstance(k, int | np.integer):
                 size = x.shape[axis]
                 if not -size <= k < size:
-                    raise IndexError(
-                        f"getitem: index {k} is out of bounds for axis {axis} with size {size}"
-                    )
+                    raise _checks.index_error(op, int(k), axis, size)
                 out[i] = int(k) % size
             axis += 1
         return tuple(out)
@@ -1522,9 +1562,8 @@ class Namespace:
     def setitem(self, x: Array, key: Any, value: ArrayOrScalar, /) -> None:
         """``x[key] = value`` with basic indexing; ``value`` is cast to ``x.dtype``."""
         self._check("setitem", x)
-        norm = self._normalize_key(x, key)
-        self._backend.setitem(x, norm, self._as_operand(value, x.dtype, "setitem"))
+        norm = self._normalize_key(x, key, "setitem")
+        self._backend.setitem(x, norm, _checks.setitem_value(self, "setitem", x, norm, value))
 
 
-_FLOAT_UNARY = frozenset({"sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos"})
 _INT_NOOP = frozenset({"floor", "ceil", "round"})

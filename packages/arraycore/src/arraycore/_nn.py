@@ -651,20 +651,14 @@ def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = Non
     (num_classes,)``.
 
     ``dtype`` defaults to the namespace's default real floating dtype. Indices outside
-    ``[0, num_classes)`` give an all-zero row: checking them would need a host synchronisation.
+    ``[0, num_classes)`` give an all-zero row here; ``xp.nn.one_hot`` refuses them before it
+    gets here (a ValueError, see :mod:`arraycore._checks`), unless ``arraycore.checks(False)``.
 
     >>> import numpy as np
     >>> one_hot(np, np.asarray([2, 0]), 3).tolist()
     [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
     """
-    n = _int(num_classes, "one_hot", "num_classes")
-    if n < 0:
-        raise ValueError(f"one_hot: num_classes must be >= 0, got {num_classes}")
-    if not owned_by(xp, "one_hot", indices)(indices.dtype, "integral"):
-        raise TypeError(
-            f"one_hot: indices must have an integer dtype, got {indices.dtype} "
-            f"(shape {tuple(indices.shape)})"
-        )
+    n = check_one_hot("one_hot", xp, indices, num_classes)
     if dtype is None:
         dtype = xp.__array_namespace_info__().default_dtypes()["real floating"]
     index_dtype = indices.dtype
@@ -673,6 +667,20 @@ def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = Non
         indices = xp.astype(indices, index_dtype)
     classes = xp.arange(n, dtype=index_dtype)
     return xp.astype(xp.equal(xp.expand_dims(indices, axis=-1), classes), dtype)
+
+
+def check_one_hot(op: str, isdtype: Any, indices: Array, num_classes: Any) -> int:
+    """Check integer ``indices`` (of the namespace ``isdtype``, see :func:`owned_by`) and
+    ``num_classes`` >= 0 for :func:`one_hot`; returns the number of classes."""
+    n = _int(num_classes, op, "num_classes")
+    if n < 0:
+        raise ValueError(f"{op}: num_classes must be >= 0, got {num_classes}")
+    if not owned_by(isdtype, op, indices)(indices.dtype, "integral"):
+        raise TypeError(
+            f"{op}: indices must have an integer dtype, got {indices.dtype} "
+            f"(shape {tuple(indices.shape)})"
+        )
+    return n
 
 
 # -- softmax cross-entropy ----------------------------------------------------------------------
@@ -707,8 +715,10 @@ def softmax_cross_entropy(
     the logits' dtype (``scale=1/N`` gives the batch mean); ``dlogits = (softmax(logits) -
     one_hot(labels)) * scale`` is its gradient with respect to ``logits`` (a new array: multiply
     it by the incoming gradient of the loss for backward). A label outside ``[0, classes)``
-    contributes nothing (its one-hot row is all zero, as in :func:`one_hot`); ``-inf`` logits
-    of other classes are fine. Rows whose max is not finite give NaN, as in :func:`softmax`.
+    contributes nothing here (its one-hot row is all zero, as in :func:`one_hot`);
+    ``xp.nn.softmax_cross_entropy`` refuses such labels before it gets here (a ValueError)
+    unless ``arraycore.checks(False)``. ``-inf`` logits of other classes are fine. Rows whose
+    max is not finite give NaN, as in :func:`softmax`.
     """
     classes = check_cross_entropy("softmax_cross_entropy", xp, logits, labels)
     scale = float(scale)

@@ -84,6 +84,17 @@ def entry_points() -> dict[str, metadata.EntryPoint]:
     return found
 
 
+def suggest(name: str, names: list[str]) -> str | None:
+    """The backend name ``name`` was probably meant to be: the same name in another case
+    (``OpenCL``), else the closest near miss (``opencll``, ``numpi``), else None."""
+    by_lower = {n.lower(): n for n in names}
+    text = name.strip().lower()
+    if text in by_lower:
+        return by_lower[text]
+    close = difflib.get_close_matches(text, list(by_lower), n=1)
+    return by_lower[close[0]] if close else None
+
+
 def backend_class(name: str) -> type[Backend]:
     """Import and return the backend class registered under ``name``."""
     with _lock:
@@ -101,8 +112,8 @@ def backend_class(name: str) -> type[Backend]:
                         f"backend {name!r} is not installed: the distribution "
                         f"{known.distribution!r} is missing. Install it with: {known.install}"
                     ) from exc
-            close = difflib.get_close_matches(name, [*eps, *KNOWN_BACKENDS], n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
+            close = suggest(name, [*eps, *KNOWN_BACKENDS])
+            hint = f" Did you mean {close!r}?" if close else ""
             first_party = "; ".join(
                 f"{known}: {info.install}" for known, info in KNOWN_BACKENDS.items()
             )
@@ -242,7 +253,9 @@ def namespace_of(*args: Any) -> Namespace:
     Arrays of two backends or two devices are an error. Without arrays: :func:`namespace`. NumPy
     scalars (what NumPy's reductions return) count as NumPy arrays when no other array is among
     ``args``; beside another backend's array, that backend's namespace decides (and refuses them
-    with an error that names them, as the standard allows only Python scalars there).
+    with an error that names them, as the standard allows only Python scalars there). An array
+    of another library (a PyTorch tensor, anything with DLPack, ``__array_namespace__`` or
+    ``__array__`` that no loaded backend owns) is a BackendMismatchError, never NumPy's.
     """
     return dispatch_namespace(None, args)
 
@@ -262,6 +275,8 @@ def dispatch_namespace(op: str | None, args: Any) -> Namespace:
                 continue
             ns = _owner(x)
             if ns is None:
+                if _interop.is_foreign_array(x):
+                    raise _interop.foreign(op, x, [name for name, _ in _namespaces])
                 continue
             if found is None:
                 found, found_arg = ns, x

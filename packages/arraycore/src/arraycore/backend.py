@@ -11,7 +11,8 @@ Contract for every primitive:
 
 - Arrays passed in belong to this backend and to the backend's device; arraycore has already
   checked that and has already promoted dtypes, so the inputs of ``binary``, ``matmul`` and
-  ``where`` share one dtype.
+  ``where`` share one dtype, and converted them to the dtype the function computes in
+  (``docs/dtypes.md``): the floating-point functions receive floating arrays only.
 - Shapes are tuples of Python ints; ``axes`` are normalised to non-negative ints.
 - Results are new arrays unless the primitive says it writes into ``out``.
 
@@ -32,7 +33,10 @@ Array = Any
 
 Shape = tuple[int, ...]
 Key = tuple[int | slice | None, ...]
-"""A normalised basic index: ints, slices and ``None`` only, no Ellipsis, one entry per axis."""
+"""A normalised basic index: ints, slices and ``None`` only, no Ellipsis, one entry per axis
+(``None`` entries add axes). Ints are in range and non-negative; slices are as the user wrote
+them (``None``, negative or out-of-range bounds, negative steps): resolve them with
+``slice.indices(size)``."""
 
 UNARY_OPS: frozenset[str] = frozenset(
     {
@@ -122,6 +126,11 @@ class Backend(ABC):
     name: ClassVar[str] = ""
     #: The pip command that installs this backend, quoted in "not installed" errors.
     install_hint: ClassVar[str] = ""
+    #: Names among :meth:`overrides` that follow arraycore's dtype rules (``docs/dtypes.md``)
+    #: for integer and bool inputs too, so the namespace binds them as they are. The others, of
+    #: the functions the rules govern, receive only inputs without integer or bool arrays;
+    #: arraycore's derived function handles the rest (see ``arraycore._dtype_rules.guard``).
+    conforming_overrides: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, device: str | int | None = None) -> None:
         devices = self.devices()
@@ -189,19 +198,26 @@ class Backend(ABC):
 
     @abstractmethod
     def full(self, shape: Shape, fill_value: bool | int | float, dtype: np.dtype) -> Array:
-        """A new array of ``shape`` filled with ``fill_value``."""
+        """A new array of ``shape`` (non-negative ints, checked) filled with ``fill_value``."""
 
     # -- required primitives: element-wise ----------------------------------------------------
     @abstractmethod
     def unary(self, op: str, x: Array, out: Array | None = None) -> Array:
-        """Element-wise ``op`` (one of :data:`UNARY_OPS`), NumPy semantics; writes ``out`` if given."""
+        """Element-wise ``op`` (one of :data:`UNARY_OPS`), NumPy semantics; writes ``out`` if given.
+
+        ``sqrt`` to ``cos`` and ``floor``/``ceil``/``round`` receive floating arrays only,
+        ``negative``/``sign``/``abs`` no bool, ``logical_not`` bool only.
+        """
 
     @abstractmethod
     def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> Array:
         """Element-wise ``op`` of :data:`BINARY_OPS` with broadcasting; writes ``out`` if given.
 
         ``x1`` and ``x2`` have the same dtype. Comparisons return ``bool``. ``divide`` of
-        integers is never asked for (arraycore promotes to floating point first).
+        integers is never asked for (arraycore promotes to floating point first), nor
+        ``subtract``, ``floor_divide``, ``remainder`` or ``pow`` of bools, nor ``pow`` of signed
+        integers with a negative exponent (arraycore raises first). ``floor_divide`` and
+        ``remainder`` of integers by zero give 0, as in NumPy (without its warning).
         """
 
     @abstractmethod
@@ -244,22 +260,26 @@ class Backend(ABC):
 
     @abstractmethod
     def getitem(self, x: Array, key: Key) -> Array:
-        """Basic indexing with a normalised key (ints, slices, ``None``)."""
+        """Basic indexing with a normalised :data:`Key` (ints in range, raw slices, ``None``)."""
 
     @abstractmethod
     def setitem(self, x: Array, key: Key, value: Array) -> None:
-        """Write ``value`` (same dtype, broadcastable) into ``x[key]`` in place."""
+        """Write ``value`` into ``x[key]`` in place: same dtype, and a shape that broadcasts to
+        ``x[key]``'s (arraycore has checked that and dropped extra leading size-1 axes)."""
 
     # -- required primitives: gather / scatter ------------------------------------------------
     @abstractmethod
     def take(self, x: Array, indices: Array, axis: int) -> Array:
-        """Gather along ``axis`` with a 1-D int64 index array (in range, non-negative)."""
+        """Gather along ``axis`` with a 1-D int64 index array, every index in ``[0, n)``
+        (arraycore has checked user indices, ``-n <= i < n``, and added ``n`` to negative ones)."""
 
     @abstractmethod
     def scatter_add(self, out: Array, indices: Array, values: Array, axis: int) -> None:
         """``out[..., indices[i], ...] += values[..., i, ...]`` along ``axis``, in place.
 
-        Repeated indices accumulate (unlike ``out[indices] += values`` in NumPy).
+        Repeated indices accumulate (unlike ``out[indices] += values`` in NumPy). Indices are
+        int64 in ``[0, n)`` and ``values`` of ``out``'s dtype and shape ``out.shape`` with axis
+        ``axis`` replaced by ``len(indices)``, all checked before the call.
         """
 
     # -- required primitives: random numbers --------------------------------------------------

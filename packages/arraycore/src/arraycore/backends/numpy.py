@@ -147,6 +147,20 @@ _SAME_AS_NUMPY = [
 ]
 
 
+# Where NumPy's answer for integer or bool inputs is not arraycore's dtype rule (docs/dtypes.md):
+# it computes sqrt ... cos of int8, uint8 and bool in float16 and of int16 in float32 (the
+# smallest float that holds them; the rule is the default float), rounds bool to float16, squares
+# bool to int8, answers bool // bool, bool % bool and bool ** bool in int8 (the rule: TypeError)
+# and wraps a Python int out of range in where (the rule: OverflowError). The namespace calls
+# these NumPy functions for floating inputs and arraycore's derived ones for the rest.
+_NOT_CONFORMING = frozenset(
+    {
+        *("sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "round", "square"),
+        *("floor_divide", "remainder", "pow", "where"),
+    }
+)
+
+
 def _scatter_add(
     out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: int = 0
 ) -> np.ndarray:
@@ -207,6 +221,10 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     install_hint = "pip install arraycore"
+    conforming_overrides = frozenset(
+        {*_SAME_AS_NUMPY, *(f"inplace.{name}" for name in _UFUNCS)}
+        - {*_NOT_CONFORMING, *(f"inplace.{name}" for name in _NOT_CONFORMING)}
+    )
 
     @classmethod
     def version(cls) -> str:

@@ -5,15 +5,15 @@ values, over generated shapes (broadcasting, size-1 and empty axes), dtypes, lay
 (contiguous, strided, reversed and transposed views) and Python scalars on either side.
 
 Values are drawn where the function is defined without overflow (see
-:data:`arraycore.testing.strategies.DOMAINS`). What the kit leaves out on purpose:
+:data:`arraycore.testing.strategies.DOMAINS`). Integer and bool inputs of the floating-point
+functions, the bool cases NumPy answers by accident (``square`` of bool is ``int8`` there),
+integer ``pow`` with negative exponents, integer division by zero and Python ints out of an
+array's range follow arraycore's dtype rules (``docs/dtypes.md``), not NumPy, and are checked
+for every function and dtype in :mod:`.test_dtype_rules`. What the kit leaves out on purpose:
 
-- Integer inputs of the floating-point functions (``sqrt``, ``exp``, ``log``, ``sin``, ...): the
-  standard asks for floating-point input. NumPy answers with the smallest float that holds the
-  integers (``float16`` for ``int8``); arraycore's generic path answers with the default float.
-- ``square`` of bool (NumPy gives ``int8``; the standard asks for a numeric dtype).
-- Integer overflow and integer division by zero, which the standard leaves unspecified (NumPy
-  wraps around and returns 0). Unsigned subtraction below zero wraps in NumPy and is kept, since
-  every device computes it the same way.
+- Integer overflow inside an operation, which the standard leaves unspecified (NumPy wraps
+  around). Unsigned subtraction below zero wraps in NumPy and is kept, since every device
+  computes it the same way.
 - ``where`` with two scalars and ``clip`` with ``min > max`` (unspecified by the standard).
 """
 

@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import arraycore
 from arraycore.testing import assert_close, to_host, tolerance
 from arraycore.testing import nn_reference as ref
 
@@ -381,10 +382,12 @@ def test_softmax_family_extreme_values(xp: Any, dtype_name: str) -> None:
 
 # -- one_hot -------------------------------------------------------------------------------------------
 def test_one_hot(xp: Any) -> None:
-    indices = np.array([[0, 2, 1], [4, -1, 2]], dtype=np.int64)
+    """Labels in range; those outside ``[0, classes)`` are refused (kit: test_checks.py)."""
+    indices = np.array([[0, 2, 1], [1, 0, 2]], dtype=np.int64)
     out = xp.nn.one_hot(xp.asarray(indices), 3)
     default = xp.__array_namespace_info__().default_dtypes()["real floating"]
     assert_close(out, ref.one_hot(indices, 3).astype(default))
+    indices[1, 0] = 127
     out = xp.nn.one_hot(xp.asarray(indices.astype(np.int8)), 300, dtype=xp.float32)
     assert_close(out, ref.one_hot(indices, 300).astype(np.float32))
     out = xp.nn.one_hot(xp.asarray(np.array(5, dtype=np.int32)), 6, dtype=xp.int32)
@@ -406,7 +409,8 @@ def _cross_entropy_reference(
 @pytest.mark.parametrize("dtype_name", FLOATS)
 def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     """Loss and gradient match log_softmax and one_hot: batch mean, a sequence axis, a row far
-    below the others, labels out of range (no contribution), -inf logits of other classes."""
+    below the others, -inf logits of other classes, and (with ``arraycore.checks(False)``, as
+    refused otherwise) labels out of range, which contribute nothing."""
     dtype = _dtype(xp, dtype_name)
     rng = np.random.default_rng(7)
     cases = []
@@ -420,7 +424,9 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     labels = np.array([0, 4, -1, 3, 2])  # 4 and -1 are out of range: all-zero one-hot rows
     cases.append((x, labels, 1.0))
     for x_np, labels, scale in cases:
-        loss, dlogits = xp.nn.softmax_cross_entropy(xp.asarray(x_np), xp.asarray(labels), scale)
+        in_range = bool(((labels >= 0) & (labels < x_np.shape[-1])).all())
+        with arraycore.checks(in_range):
+            loss, dlogits = xp.nn.softmax_cross_entropy(xp.asarray(x_np), xp.asarray(labels), scale)
         want_loss, want_grad = _cross_entropy_reference(x_np, labels, scale)
         assert tuple(loss.shape) == ()
         assert loss.dtype == dtype and dlogits.dtype == dtype
