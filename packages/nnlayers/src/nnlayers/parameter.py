@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import BackendMismatchError
+
 from . import init as initializers
 from .expr.node import Expr
 from .expr.spec import DEFAULT_FLOAT, Spec
@@ -42,7 +44,7 @@ class Parameter(Expr):
     ((3, 2), 'float32', True)
     """
 
-    __slots__ = ("_value", "grad", "trainable", "weight_decay", "lr_multiplier", "owner")
+    __slots__ = ("_value", "grad", "trainable", "weight_decay", "lr_multiplier", "owner", "_home")
 
     def __init__(
         self,
@@ -81,6 +83,7 @@ class Parameter(Expr):
         self.weight_decay = weight_decay
         self.lr_multiplier = float(lr_multiplier)
         self.owner: Any = None  # the layer that made it, if any (used to keep names unique)
+        self._home: Any = None  # the namespace of the first graph that used it
 
     @classmethod
     def create(
@@ -145,9 +148,31 @@ class Parameter(Expr):
         return math.prod(int(d) for d in self.spec.shape if d is not None)
 
     def to_backend(self, xp: Any) -> Any:
-        """Move the value to the namespace ``xp`` (no copy when it is already there)."""
+        """Place the value on the namespace ``xp`` for a graph (no copy when it is already there).
+
+        The first graph that uses a parameter decides its backend and device; a graph of another
+        one is an error, never a silent move that would leave the first graph reading a value
+        on the wrong device. :meth:`move_to` moves it on purpose.
+        """
+        home = self._home
+        if home is not None and home is not xp:
+            raise BackendMismatchError(
+                f"Parameter {self.name!r} lives on {home} (its first graph's), and a graph on "
+                f"{xp} uses it too; a parameter belongs to one backend and device: build the "
+                "second model with its own parameters, or move this one with "
+                "parameter.move_to(xp) (the first graph then no longer runs)"
+            )
         self._value = xp.asarray(self._value, dtype=self.spec.dtype)
+        self._home = xp
         return self._value
+
+    def move_to(self, xp: Any) -> Parameter:
+        """Move the value (and drop the gradient) to the namespace ``xp``, explicitly, through
+        the host; graphs compiled on the old backend no longer run with it. Returns ``self``."""
+        self._value = xp.asarray(self.numpy(), dtype=self.spec.dtype)
+        self.grad = None
+        self._home = xp
+        return self
 
     def numpy(self) -> np.ndarray:
         """A host (NumPy) copy of the value, from whatever backend holds it."""

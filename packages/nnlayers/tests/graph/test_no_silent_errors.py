@@ -185,3 +185,29 @@ def test_batch_norm_rejects_mixed_dtypes_when_built() -> None:
         ex.batch_norm(x, gamma, beta, mean, var).spec  # noqa: B018
     message = str(info.value)
     assert "batch_norm" in message and "gamma float64" in message and "x float32" in message
+
+
+def test_a_parameter_used_by_graphs_of_two_backends_is_an_error() -> None:
+    import arraycore
+
+    others = [b for b in ("tiny", "opencl") if b in arraycore._registry.entry_points()]
+    usable = []
+    for name in others:
+        try:
+            usable.append(arraycore.namespace(name))
+        except arraycore.BackendError:
+            continue
+    if not usable:
+        pytest.skip("needs a second usable backend (tiny or opencl) beside the active one")
+    w = Parameter(np.ones((2, 2)), name="w")
+    first = nnlayers.compile(ex.sum(w * 2.0))
+    first.forward()
+    other = next(xp for xp in usable if xp is not first.xp)
+    with arraycore.use(other.name), pytest.raises(arraycore.BackendMismatchError) as info:
+        nnlayers.compile(ex.sum(w * 3.0))
+    assert "Parameter 'w'" in str(info.value) and "move_to" in str(info.value)
+    assert float(host(first.xp, first.forward())) == 8.0  # the first graph still runs
+    w.move_to(other)  # the explicit move
+    with arraycore.use(other.name):
+        second = nnlayers.compile(ex.sum(w * 3.0))
+        assert float(host(second.xp, second.forward())) == 12.0
