@@ -169,6 +169,11 @@ def check_labels(xp: Namespace, op: str, labels: Array, classes: int) -> None:
     ``xp``) lies in ``[0, classes)``; nothing is checked with :func:`checks` off."""
     if labels.size == 0 or not enabled():
         return
+    if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu":
+        # one reduction on the host: as unsigned, a negative label is larger than any class
+        unsigned = labels.view(f"u{labels.dtype.itemsize}")
+        if int(np.maximum.reduce(unsigned, axis=None)) < classes:
+            return
     low, high = _bounds(xp, labels)
     if low < 0 or high >= classes:
         raise ValueError(

@@ -89,6 +89,7 @@ class Graph:
         a = self.analysis
         self._placeholders = [(i, nodes[i]) for i in a.placeholders]
         self._by_name = {n.name: n for _, n in self._placeholders if n.name}
+        self._placeholder_ids = frozenset(id(n) for _, n in self._placeholders)
         #: placeholder slot -> (classes, reader) for placeholders that hold class labels
         self.label_checks = label_checks(a.nodes, a.inputs)
         self._parameters = [(i, nodes[i]) for i in a.parameters]
@@ -195,7 +196,7 @@ class Graph:
 
     def _feed(self, feeds: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
         given: dict[int, Any] = {}
-        mine = {id(node) for _, node in self._placeholders}
+        mine = self._placeholder_ids
         for k, value in feeds.items():
             if isinstance(k, str):
                 if k not in self._by_name:
@@ -352,6 +353,8 @@ def check_labels(node: Expr, value: Any, classes: int, reader: str) -> None:
     host elsewhere (``fit`` checks an in-memory feed's host arrays once before training)."""
     if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "iu":
         return
+    if value.view(f"u{value.dtype.itemsize}").max() < classes:
+        return  # the common case, one reduction: as unsigned, a negative label is huge
     bad = (value < 0) | (value >= classes)
     if bad.any():
         where = np.argwhere(bad)[:5]
