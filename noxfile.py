@@ -221,10 +221,14 @@ SUITE_BACKENDS = ["opencl"]
 @nox.parametrize("backend", SUITE_BACKENDS, ids=SUITE_BACKENDS)
 def tests_on(session: nox.Session, backend: str) -> None:
     """Run the nnlayers test suite with ``ARRAYCORE_BACKEND=backend`` (skips if no device)."""
+    run_nnlayers_suite(session, backend, backend_requirement(backend))
+
+
+def run_nnlayers_suite(session: nox.Session, backend: str, install: list[str]) -> None:
+    """Install arraycore's and nnlayers' test extras and ``install``, then run the nnlayers
+    suite with ``ARRAYCORE_BACKEND=backend``."""
     nn = PACKAGES["nnlayers"]
-    session.install(
-        *CORE.requirement("test"), *nn.requirement("test"), *backend_requirement(backend)
-    )
+    session.install(*CORE.requirement("test"), *nn.requirement("test"), *install)
     session.run(
         "pytest", f"{nn.relpath}/tests", *session.posargs, env={"ARRAYCORE_BACKEND": backend}
     )
@@ -260,9 +264,8 @@ def conformance_selected(session: nox.Session) -> None:
 def tests_on_selected(session: nox.Session) -> None:
     """The nnlayers test suite on the backend ``ARRAYCORE_BACKEND`` names, with
     ``ARRAYCORE_BACKEND_PACKAGE`` installed (any backend, this repo's or a third party's)."""
-    nn = PACKAGES["nnlayers"]
-    session.install(*CORE.requirement("test"), *nn.requirement("test"), *selected_backend())
-    session.run("pytest", f"{nn.relpath}/tests", *session.posargs)
+    name = os.environ.get("ARRAYCORE_BACKEND", "numpy")
+    run_nnlayers_suite(session, name, selected_backend())
 
 
 @nox.session

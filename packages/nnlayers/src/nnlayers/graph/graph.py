@@ -310,26 +310,23 @@ def compile(outputs: Any, wrt: list[Expr] | None = None, **options: Any) -> Grap
 def label_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> dict[int, tuple[int, str]]:
     """Placeholders that hold class labels: slot -> (number of classes, what reads them).
 
-    A placeholder read as the integer target of ``softmax_cross_entropy`` or as the indices of
-    ``one_hot`` must hold values in ``[0, classes)``.
+    Each op says which of its inputs are class labels (:meth:`Op.label_input`: the integer
+    target of ``softmax_cross_entropy``, the indices of ``one_hot``); a placeholder fed there
+    must hold values in ``[0, classes)``.
     """
     from ..expr.node import Placeholder
 
     checks: dict[int, tuple[int, str]] = {}
     for i, node in enumerate(nodes):
-        op = node.op
-        if op is None:
+        if node.op is None:
             continue
-        if op.name == "softmax_cross_entropy" and len(inputs[i]) == 2:
-            logits, target = (nodes[j] for j in inputs[i])
-            classes = logits.spec.shape[-1]
-            k = inputs[i][1]
-        elif op.name == "one_hot":
-            target, classes, k = nodes[inputs[i][0]], getattr(op, "num_classes", 0), inputs[i][0]
-        else:
+        found = node.op.label_input(*(nodes[j].spec for j in inputs[i]))
+        if found is None:
             continue
-        if isinstance(target, Placeholder) and target.spec.dtype.kind in "iu" and classes:
-            checks[k] = (int(classes), node.describe())
+        k, classes = found
+        target = nodes[inputs[i][k]]
+        if isinstance(target, Placeholder) and classes:
+            checks[inputs[i][k]] = (int(classes), node.describe())
     return checks
 
 

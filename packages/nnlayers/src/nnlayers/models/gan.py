@@ -168,7 +168,8 @@ class GAN(Model):
 
     def train_step(self, batch: Batch) -> list[Any]:
         """A discriminator update, then a generator update on fresh noise."""
-        self._require_optimizer()
+        if self._optimizer is None or self._generator_optimizer is None:
+            self._require_optimizer()
         values = self.graph.forward(self._fill(batch))
         self.graph.backward()
         self._optimizer.step()

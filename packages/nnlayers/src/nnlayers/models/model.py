@@ -173,7 +173,8 @@ class Model:
     def train_step(self, batch: Batch) -> list[Any]:
         """One update: forward, backward, optimiser step. Returns the loss and metrics as backend
         scalars (nothing is copied to the host)."""
-        self._require_optimizer()
+        if self._optimizer is None:
+            self._require_optimizer()
         values = self.graph.forward(self._fill(batch))
         self.graph.backward()
         self._optimizer.step()

@@ -107,6 +107,11 @@ class Op:
         """One gradient per input (``None`` where not needed)."""
         raise NotImplementedError(f"op {self.name!r} is not differentiable")
 
+    def label_input(self, *specs: Spec) -> tuple[int, int | None] | None:
+        """``(input index, number of classes)`` when one input holds integer class labels that
+        must lie in ``[0, classes)`` (the graph checks host feeds of it), else None."""
+        return None
+
     def forward_inplace(self, xp: Any, k: int, *inputs: Any) -> Any:
         """Forward writing its result into ``inputs[k]`` (one of :attr:`inplace_inputs`)."""
         raise NotImplementedError(f"op {self.name!r} has no forward_inplace()")

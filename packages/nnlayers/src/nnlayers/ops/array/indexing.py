@@ -131,6 +131,9 @@ class OneHot(Op):
             raise TypeError(f"indices must be integers, got {indices.dtype.name}")
         return Spec((*indices.shape, self.num_classes), self.dtype)
 
+    def label_input(self, *specs: Spec) -> tuple[int, int | None] | None:
+        return (0, self.num_classes) if specs[0].dtype.kind in "iu" else None
+
     def forward(self, xp: Any, indices: Any) -> Any:
         return xp.nn.one_hot(indices, self.num_classes, dtype=self.dtype)
 

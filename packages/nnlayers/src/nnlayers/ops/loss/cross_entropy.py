@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Any
 
 import numpy as np
@@ -49,6 +50,10 @@ class SoftmaxCrossEntropy(Op):
             return Spec((), logits.dtype)
         require_float(self.name, target)
         return Spec((), result_dtype(logits, target))  # as forward computes it
+
+    def label_input(self, *specs: Spec) -> tuple[int, int | None] | None:
+        logits, target = specs
+        return (1, logits.shape[-1]) if target.dtype.kind in "iu" else None
 
     def forward(self, xp: Any, logits: Any, target: Any) -> Any:
         if self.integer:
@@ -119,7 +124,8 @@ class SquashedLogitsWarning(UserWarning):
     """A cross-entropy from logits was given probabilities: the squashing is applied twice."""
 
 
-_WARNED: set[int] = set()
+#: Nodes already warned about, by id (weak: a recycled id of a dead node is not "warned").
+_WARNED: weakref.WeakValueDictionary[int, Expr] = weakref.WeakValueDictionary()
 
 
 def _layer_of(node: Expr) -> str:
@@ -145,9 +151,9 @@ def _warn_if_squashed(loss: str, logits: Any, squash: str) -> None:
     """Warn (once per node) when ``logits`` is the output of ``squash`` (softmax, sigmoid)."""
     if not isinstance(logits, Expr) or logits.op is None or logits.op.name != squash:
         return
-    if id(logits) in _WARNED:
+    if _WARNED.get(id(logits)) is logits:
         return
-    _WARNED.add(id(logits))
+    _WARNED[id(logits)] = logits
     site = logits.where_built()
     warnings.warn(
         f"{loss}: its logits are the output of a {squash} ({_layer_of(logits)}"
