@@ -41,7 +41,7 @@ from . import _nn
 from .backend import Array, Key, Shape, normalize_axes
 
 if TYPE_CHECKING:
-    from ._namespace import Namespace
+    from ._base import NamespaceBase
 
 _ENABLED: ContextVar[bool] = ContextVar("arraycore_checks", default=True)
 _INT64 = np.dtype("int64")
@@ -51,7 +51,7 @@ _INT64 = np.dtype("int64")
 SMALL = 4096
 #: Per namespace: the (2,) bool device array [True, False] that packs a min and a max into one
 #: array, so that both reach the host in one transfer.
-_SELECT: weakref.WeakKeyDictionary[Namespace, Array] = weakref.WeakKeyDictionary()
+_SELECT: weakref.WeakKeyDictionary[NamespaceBase, Array] = weakref.WeakKeyDictionary()
 
 
 @contextlib.contextmanager
@@ -86,7 +86,7 @@ def enabled() -> bool:
 
 
 # -- values of index and label arrays ----------------------------------------------------------
-def _bounds(xp: Namespace, a: Array) -> tuple[int, int]:
+def _bounds(xp: NamespaceBase, a: Array) -> tuple[int, int]:
     """``(min, max)`` of the non-empty integer array ``a``: on the host for NumPy arrays; for
     device arrays of up to :data:`SMALL` elements from one transfer of the array itself, else
     from a min and a max reduction on the device and one transfer of both scalars."""
@@ -113,7 +113,9 @@ def index_error(op: str, index: int, axis: int, size: int) -> IndexError:
     )
 
 
-def index_array(xp: Namespace, op: str, indices: Any, size: int, axis: int, flat: bool) -> Array:
+def index_array(
+    xp: NamespaceBase, op: str, indices: Any, size: int, axis: int, flat: bool
+) -> Array:
     """``indices`` for an axis of ``size`` as int64 indices in ``[0, size)``, arrays of ``xp``.
 
     ``indices`` is an integer array of ``xp`` or host data (a NumPy array, a list, an int);
@@ -164,7 +166,7 @@ def index_array(xp: Namespace, op: str, indices: Any, size: int, axis: int, flat
     return bk.binary("remainder", idx, bk.full((), size, _INT64))
 
 
-def check_labels(xp: Namespace, op: str, labels: Array, classes: int) -> None:
+def check_labels(xp: NamespaceBase, op: str, labels: Array, classes: int) -> None:
     """Raise a ValueError naming ``op`` unless every one of the integer ``labels`` (an array of
     ``xp``) lies in ``[0, classes)``; nothing is checked with :func:`checks` off."""
     if labels.size == 0 or not enabled():
@@ -183,7 +185,7 @@ def check_labels(xp: Namespace, op: str, labels: Array, classes: int) -> None:
 
 
 # -- the functions that take index arrays --------------------------------------------------------
-def take_args(xp: Namespace, x: Array, indices: Any, axis: int | None) -> tuple[int, Array]:
+def take_args(xp: NamespaceBase, x: Array, indices: Any, axis: int | None) -> tuple[int, Array]:
     """``(axis, indices)`` of ``take(x, indices, axis=axis)``, checked and normalised."""
     xp._check("take", x)
     if axis is None:
@@ -194,7 +196,7 @@ def take_args(xp: Namespace, x: Array, indices: Any, axis: int | None) -> tuple[
     return ax, index_array(xp, "take", indices, x.shape[ax], ax, flat=True)
 
 
-def take_along_axis_args(xp: Namespace, x: Array, indices: Any, axis: int) -> tuple[int, Array]:
+def take_along_axis_args(xp: NamespaceBase, x: Array, indices: Any, axis: int) -> tuple[int, Array]:
     """``(axis, indices)`` of ``take_along_axis(x, indices, axis=axis)``: same rank as ``x``,
     every index in range, normalised."""
     op = "take_along_axis"
@@ -217,7 +219,7 @@ def take_along_axis_args(xp: Namespace, x: Array, indices: Any, axis: int) -> tu
 
 
 def scatter_add_args(
-    xp: Namespace, op: str, out: Array, indices: Any, values: Array, axis: int
+    xp: NamespaceBase, op: str, out: Array, indices: Any, values: Array, axis: int
 ) -> tuple[int, Array, Array]:
     """``(axis, indices, values)`` of ``scatter_add(out, indices, values, axis)``: indices
     checked and normalised, ``values`` of ``out``'s dtype and of the shape they scatter to."""
@@ -249,7 +251,7 @@ def indexed_shape(shape: Shape, key: Key) -> Shape:
     return (*out, *shape[axis:])
 
 
-def setitem_value(xp: Namespace, op: str, x: Array, key: Key, value: Any) -> Array:
+def setitem_value(xp: NamespaceBase, op: str, x: Array, key: Key, value: Any) -> Array:
     """``value`` (an array of ``xp`` or a Python scalar) as an array of ``x``'s dtype whose
     shape broadcasts to ``x[key]``, or a ValueError naming ``op`` and both shapes.
 
@@ -285,11 +287,11 @@ def _slice_text(k: int | slice) -> str:
 
 
 # -- guards in front of a backend's overrides --------------------------------------------------------
-Guard = Callable[["Namespace", Callable[..., Any]], Callable[..., Any]]
+Guard = Callable[["NamespaceBase", Callable[..., Any]], Callable[..., Any]]
 
 
 def _creation(op: str) -> Guard:
-    def make(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def make(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
         def checked(shape: Any, *args: Any, **kwargs: Any) -> Any:
             return fn(xp._shape(shape, op), *args, **kwargs)
 
@@ -298,7 +300,7 @@ def _creation(op: str) -> Guard:
     return make
 
 
-def _take(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _take(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
     def take(x: Array, indices: Any, /, *, axis: int | None = None) -> Any:
         ax, idx = take_args(xp, x, indices, axis)
         return fn(x, idx, axis=ax)
@@ -306,7 +308,7 @@ def _take(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
     return take
 
 
-def _take_along_axis(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _take_along_axis(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
     def take_along_axis(x: Array, indices: Array, /, *, axis: int = -1) -> Any:
         ax, idx = take_along_axis_args(xp, x, indices, axis)
         return fn(x, idx, axis=ax)
@@ -315,7 +317,7 @@ def _take_along_axis(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any
 
 
 def _scatter_add(op: str) -> Guard:
-    def make(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def make(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
         def scatter_add(out: Array, indices: Any, values: Array, axis: int = 0) -> Any:
             ax, idx, vals = scatter_add_args(xp, op, out, indices, values, axis)
             return fn(out, idx, vals, axis=ax)
@@ -325,7 +327,7 @@ def _scatter_add(op: str) -> Guard:
     return make
 
 
-def _setitem(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _setitem(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
     def setitem(x: Array, key: Any, value: Any, /) -> Any:
         xp._check("setitem", x)
         norm = xp._normalize_key(x, key, "setitem")
@@ -334,7 +336,7 @@ def _setitem(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
     return setitem
 
 
-def _copy(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _copy(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
     def copy(src: Any, *, out: Array) -> Any:
         xp._check("inplace.copy", out)
         key = tuple(slice(None) for _ in out.shape)
@@ -343,7 +345,7 @@ def _copy(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
     return copy
 
 
-def one_hot(xp: Namespace, indices: Array, num_classes: Any) -> None:
+def one_hot(xp: NamespaceBase, indices: Array, num_classes: Any) -> None:
     """The checks of ``nn.one_hot``: arguments (:func:`arraycore._nn.check_one_hot`), labels."""
     xp._check("nn.one_hot", indices)
     if type(num_classes) is int and num_classes >= 0 and indices.dtype.kind in "iu":
@@ -353,7 +355,7 @@ def one_hot(xp: Namespace, indices: Array, num_classes: Any) -> None:
     check_labels(xp, "one_hot", indices, classes)
 
 
-def softmax_cross_entropy(xp: Namespace, logits: Array, labels: Array) -> None:
+def softmax_cross_entropy(xp: NamespaceBase, logits: Array, labels: Array) -> None:
     """The checks of ``nn.softmax_cross_entropy``: shapes and dtypes, then the labels."""
     op = "softmax_cross_entropy"
     xp._check(f"nn.{op}", logits, labels)
@@ -370,7 +372,7 @@ def softmax_cross_entropy(xp: Namespace, logits: Array, labels: Array) -> None:
     check_labels(xp, op, labels, classes)
 
 
-def _one_hot(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _one_hot(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
     def checked(indices: Array, num_classes: int, *, dtype: Any = None) -> Any:
         one_hot(xp, indices, num_classes)
         return fn(indices, num_classes, dtype=dtype)
@@ -378,7 +380,7 @@ def _one_hot(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
     return checked
 
 
-def _softmax_cross_entropy(xp: Namespace, fn: Callable[..., Any]) -> Callable[..., Any]:
+def _softmax_cross_entropy(xp: NamespaceBase, fn: Callable[..., Any]) -> Callable[..., Any]:
     def checked(logits: Array, labels: Array, scale: float = 1.0) -> Any:
         softmax_cross_entropy(xp, logits, labels)
         return fn(logits, labels, scale)
@@ -404,7 +406,7 @@ GUARDS: dict[str, Guard] = {
 }
 
 
-def guard(xp: Namespace, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+def guard(xp: NamespaceBase, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """A backend's override ``fn`` of the namespace function ``name``, behind arraycore's checks
     of its arguments where :data:`GUARDS` has them (``fn`` itself otherwise)."""
     make = GUARDS.get(name)

@@ -24,7 +24,7 @@ from ._dtypes import DTYPES
 from .errors import BackendMismatchError
 
 if TYPE_CHECKING:
-    from ._namespace import Namespace
+    from ._base import NamespaceBase
 
 #: DLPack device types (``DLDeviceType`` of dlpack.h) that arraycore uses.
 KDL_CPU = 1
@@ -34,7 +34,7 @@ KDL_EXT_DEV = 12
 _TO_HOST = "copy it to the host explicitly with xp.to_numpy(x) or arraycore.to_numpy(x)"
 
 
-def _owner(x: Any) -> Namespace | None:
+def _owner(x: Any) -> NamespaceBase | None:
     from ._registry import _owner as owner
 
     return owner(x)
@@ -61,7 +61,7 @@ def _is_host(x: Any) -> bool:
     return ns is not None and ns.name == "numpy"
 
 
-def mismatch(op: str, x: Any, xp: Namespace) -> BackendMismatchError:
+def mismatch(op: str, x: Any, xp: NamespaceBase) -> BackendMismatchError:
     """The error for ``x`` passed to ``xp``'s ``op`` when it is not an array of ``xp``."""
     here = f"this namespace is backend {xp.name!r} on {xp.device}"
     if xp.name == "numpy" and _owner(x) is not None:
@@ -151,7 +151,7 @@ def _carries_dtype(obj: Any) -> bool:
     )
 
 
-def asarray(xp: Namespace, obj: Any, dtype: Any, copy: bool | None) -> Any:
+def asarray(xp: NamespaceBase, obj: Any, dtype: Any, copy: bool | None) -> Any:
     """``xp.asarray(obj, dtype=dtype, copy=copy)`` (the device was checked by the caller)."""
     if xp._is_array(obj):
         xp._check("asarray", obj)
@@ -195,7 +195,7 @@ def require_dlpack(x: Any) -> None:
         )
 
 
-def from_dlpack(xp: Namespace, x: Any, copy: bool | None) -> Any:
+def from_dlpack(xp: NamespaceBase, x: Any, copy: bool | None) -> Any:
     """``xp.from_dlpack(x, copy=copy)`` for backends without a DLPack import of their own.
 
     An array of ``xp`` itself is returned (copied if ``copy``); host memory is copied to the
@@ -272,7 +272,7 @@ def dlpack_export(
 
 
 # -- nn kernels of device backends ----------------------------------------------------------------
-def kernel_namespace(host: Any, op: str, *arrays: Any) -> Namespace:
+def kernel_namespace(host: Any, op: str, *arrays: Any) -> NamespaceBase:
     """The namespace of ``arrays`` given to ``xp.nn.<op>`` of a :class:`KernelHost` ``host``.
 
     They must be arrays of the backend and device the host launches on (the namespace of an
@@ -281,7 +281,7 @@ def kernel_namespace(host: Any, op: str, *arrays: Any) -> Namespace:
     """
     from ._registry import dispatch_namespace, namespace_of
 
-    target: Namespace | None = getattr(host, "_kernel_target", None)
+    target: NamespaceBase | None = getattr(host, "_kernel_target", None)
     if target is None:
         target = namespace_of(host.kernel_empty((0,), np.dtype("float32")))
         host._kernel_target = target

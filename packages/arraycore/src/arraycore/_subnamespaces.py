@@ -1,0 +1,417 @@
+"""The sub-namespaces ``nn``, ``inplace`` and ``random`` (with its Generator), and the info object."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import _checks, _nn
+from ._base import ArrayOrScalar, Scalar
+from ._dtypes import DTYPES, isdtype
+from .backend import Array, Shape
+
+if TYPE_CHECKING:
+    from ._namespace import Namespace
+
+
+class _SubNamespace:
+    """Base of the sub-namespaces (``nn``, ``inplace``, ``random``): they hold the parent."""
+
+    def __init__(self, xp: Namespace) -> None:
+        self._xp = xp
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {self._xp!r}>"
+
+
+class NNNamespace(_SubNamespace):
+    """Neural-network kernels outside the standard (``xp.nn``); references in ``_nn``.
+
+    Every function is written once in :mod:`arraycore._nn` from the namespace's own functions,
+    so every backend has it; backends override them with real kernels (cuDNN, CLBlast).
+    """
+
+    def conv2d(
+        self, x: Array, w: Array, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
+    ) -> Array:
+        """2-D cross-correlation, NCHW input, (O, C, KH, KW) weights, zero padding."""
+        return _nn.conv2d(self._xp, x, w, stride=stride, padding=padding, dilation=dilation)
+
+    def conv2d_backward_data(
+        self,
+        dy: Array,
+        w: Array,
+        x_shape: Shape,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+    ) -> Array:
+        """Gradient of :meth:`conv2d` with respect to its input."""
+        return _nn.conv2d_backward_data(
+            self._xp, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
+        )
+
+    def conv2d_backward_filter(
+        self,
+        x: Array,
+        dy: Array,
+        w_shape: Shape,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+    ) -> Array:
+        """Gradient of :meth:`conv2d` with respect to its weights."""
+        return _nn.conv2d_backward_filter(
+            self._xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
+        )
+
+    def conv2d_transpose(
+        self,
+        x: Array,
+        w: Array,
+        *,
+        stride: Any = 1,
+        padding: Any = 0,
+        dilation: Any = 1,
+        output_padding: Any = 0,
+    ) -> Array:
+        """Transposed convolution, (C_in, C_out, KH, KW) weights as in PyTorch."""
+        return _nn.conv2d_transpose(
+            self._xp,
+            x,
+            w,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+            output_padding=output_padding,
+        )
+
+    def max_pool2d(self, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0) -> Array:
+        """Max pooling over NCHW windows; padding counts as -inf."""
+        return _nn.max_pool2d(self._xp, x, kernel_size, stride, padding)
+
+    def max_pool2d_backward(
+        self, dy: Array, x: Array, kernel_size: Any, stride: Any = None, padding: Any = 0
+    ) -> Array:
+        """Gradient of :meth:`max_pool2d`: each window's first maximum receives it."""
+        return _nn.max_pool2d_backward(self._xp, dy, x, kernel_size, stride, padding)
+
+    def avg_pool2d(
+        self,
+        x: Array,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        count_include_pad: bool = True,
+    ) -> Array:
+        """Average pooling over NCHW windows."""
+        return _nn.avg_pool2d(self._xp, x, kernel_size, stride, padding, count_include_pad)
+
+    def avg_pool2d_backward(
+        self,
+        dy: Array,
+        x_shape: Shape,
+        kernel_size: Any,
+        stride: Any = None,
+        padding: Any = 0,
+        count_include_pad: bool = True,
+    ) -> Array:
+        """Gradient of :meth:`avg_pool2d`."""
+        return _nn.avg_pool2d_backward(
+            self._xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
+        )
+
+    def softmax(self, x: Array, axis: int = -1) -> Array:
+        """Numerically stable softmax along ``axis``."""
+        return _nn.softmax(self._xp, x, axis)
+
+    def log_softmax(self, x: Array, axis: int = -1) -> Array:
+        """Numerically stable log-softmax along ``axis``."""
+        return _nn.log_softmax(self._xp, x, axis)
+
+    def logsumexp(self, x: Array, axis: Any = None, keepdims: bool = False) -> Array:
+        """``log(sum(exp(x)))`` without overflow."""
+        return _nn.logsumexp(self._xp, x, axis, keepdims)
+
+    def one_hot(self, indices: Array, num_classes: int, *, dtype: Any = None) -> Array:
+        """One-hot rows for integer ``indices``: shape ``indices.shape + (num_classes,)``;
+        an index outside ``[0, num_classes)`` is a ValueError (see :func:`arraycore.checks`)."""
+        _checks.one_hot(self._xp, indices, num_classes)
+        return _nn.one_hot(self._xp, indices, num_classes, dtype=dtype)
+
+    def softmax_cross_entropy(
+        self, logits: Array, labels: Array, scale: float = 1.0
+    ) -> tuple[Array, Array]:
+        """``(loss, dlogits)``: ``-scale * sum(log_softmax(logits)[..., labels])`` over every
+        example (integer ``labels``, classes last) and its gradient with respect to ``logits``,
+        ``(softmax(logits) - one_hot(labels)) * scale``; a label outside ``[0, classes)`` is a
+        ValueError (see :func:`arraycore.checks`)."""
+        _checks.softmax_cross_entropy(self._xp, logits, labels)
+        return _nn.softmax_cross_entropy(self._xp, logits, labels, scale)
+
+    def batch_norm(
+        self, x: Array, gamma: Array, beta: Array, *, eps: float = 1e-5
+    ) -> tuple[Array, Array, Array]:
+        """Training-mode batch normalisation of (N, C) or (N, C, H, W) ``x``: ``(y, mean,
+        inv_std)`` with the batch statistics over every axis but 1 (``mean`` and ``inv_std =
+        1/sqrt(var + eps)`` of shape ``(C,)``, biased variance), ``y = (x - mean) * inv_std *
+        gamma + beta``."""
+        return _nn.batch_norm(self._xp, x, gamma, beta, eps)
+
+    def batch_norm_backward(
+        self, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+    ) -> tuple[Array, Array, Array]:
+        """``(dx, dgamma, dbeta)``: the gradients of :meth:`batch_norm` given its ``mean`` and
+        ``inv_std``."""
+        return _nn.batch_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
+
+    def scatter_add(self, x: Array, indices: Array, values: Array, axis: int = 0) -> Array:
+        """A copy of ``x`` with ``values`` added at 1-D ``indices`` along ``axis``.
+
+        Repeated indices accumulate. This is the backward pass of :func:`take` (embeddings).
+        """
+        out = self._xp.astype(x, x.dtype, copy=True)
+        self._xp.inplace.scatter_add(out, indices, values, axis=axis)
+        return out
+
+
+class InplaceNamespace(_SubNamespace):
+    """In-place updates for training loops (``xp.inplace``), outside the standard.
+
+    Every element-wise function of the namespace is available as ``xp.inplace.<name>(..., out=)``
+    writing into an existing array (which must have the result's shape and dtype, and may be one
+    of the inputs), plus :meth:`copy`, :meth:`fill` and :meth:`scatter_add`.
+    """
+
+    def __getattr__(self, name: str) -> Callable[..., Array]:
+        fn = self._derived(name)
+        setattr(self, name, fn)
+        return fn
+
+    def _derived(self, name: str) -> Callable[..., Array]:
+        """arraycore's own ``inplace.<name>``, with the dtype rules of ``<name>``."""
+        xp = self._xp
+        bk = xp._backend
+        fn: Callable[..., Array]
+        if name in _UNARY_NAMES:
+
+            def fn(x: Array, /, *, out: Array) -> Array:
+                xp._check_out(name, out, x)
+                operand = xp._unary_input(name, x)
+                if operand is None:  # the result is x itself (round of integers, ...)
+                    return self.copy(x, out=out)
+                return bk.unary(name, operand, out=out)
+
+        elif name in _BINARY_NAMES:
+
+            def fn(x1: ArrayOrScalar, x2: ArrayOrScalar, /, *, out: Array) -> Array:
+                constant = xp._constant_comparison(name, x1, x2)
+                if constant is not None:
+                    xp._check_out(name, out, x2 if type(x1) is int else x1)
+                    return self.fill(constant, out=out)
+                a, b = xp._promote(name, x1, x2, like=out)
+                xp._check_out(name, out, a, b)
+                return bk.binary(name, a, b, out=out)
+
+        else:
+            raise AttributeError(f"arraycore.inplace has no function {name!r}")
+        fn.__name__ = name
+        return fn
+
+    def copy(self, src: ArrayOrScalar, *, out: Array) -> Array:
+        """Write ``src`` (broadcast, cast to ``out.dtype``) into ``out``; returns ``out``."""
+        xp = self._xp
+        xp._check("inplace.copy", out)
+        key = tuple(slice(None) for _ in out.shape)
+        xp._backend.setitem(out, key, _checks.setitem_value(xp, "inplace.copy", out, key, src))
+        return out
+
+    def fill(self, value: Scalar, *, out: Array) -> Array:
+        """Set every element of ``out`` to the scalar ``value``; returns ``out``."""
+        return self.copy(value, out=out)
+
+    def fuse(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` compiled into one kernel where the backend can fuse element-wise chains.
+
+        ``fn`` takes arrays and Python scalars, computes with arithmetic operators, the
+        namespace's element-wise functions and ``xp.inplace.<name>(..., out=a)`` where ``a`` is
+        one of its array arguments, and returns ``None``, an array or a tuple of arrays; no
+        reductions, indexing or reads to the host. Calling the result is calling ``fn``: the
+        CUDA backend traces it once per argument dtypes with ``cupy.fuse`` (one kernel launch
+        instead of one per operation); backends without a fuser, NumPy among them, run ``fn``
+        as it is. Make the fused function once (not per step): tracing is what costs.
+
+        >>> import arraycore
+        >>> xp = arraycore.namespace("numpy")
+        >>> def momentum(v, g, mu):
+        ...     xp.inplace.multiply(v, mu, out=v)
+        ...     xp.inplace.add(v, g, out=v)
+        >>> step = xp.inplace.fuse(momentum)
+        >>> v = xp.ones(3)
+        >>> step(v, xp.ones(3), 0.5)
+        >>> v.tolist()
+        [1.5, 1.5, 1.5]
+        """
+        if not callable(fn):
+            raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
+        return fn
+
+    def scatter_add(self, out: Array, indices: Array, values: Array, axis: int = 0) -> Array:
+        """``out[..., indices[i], ...] += values[..., i, ...]`` in place; repeats accumulate."""
+        xp = self._xp
+        ax, idx, vals = _checks.scatter_add_args(xp, "scatter_add", out, indices, values, axis)
+        xp._backend.scatter_add(out, idx, vals, ax)
+        return out
+
+
+class RandomNamespace(_SubNamespace):
+    """Seeded random numbers (``xp.random``), outside the standard.
+
+    ``xp.random.default_rng(seed)`` gives a :class:`Generator`; for a given seed it draws the
+    same numbers every time on a given backend (different backends may draw different streams).
+    """
+
+    def default_rng(self, seed: int = 0) -> Generator:
+        """A new generator seeded with ``seed``."""
+        return Generator(self._xp, seed)
+
+
+class Generator:
+    """A reproducible random generator on one backend and device."""
+
+    def __init__(self, xp: Namespace, seed: int) -> None:
+        if not isinstance(seed, int | np.integer) or seed < 0:
+            raise ValueError(f"random: the seed must be a non-negative int, got {seed!r}")
+        self._xp = xp
+        self.seed = int(seed)
+        self._state = xp._backend.rng_state(self.seed)
+        self._host = np.random.default_rng(self.seed)
+
+    def _shape_dtype(self, shape: Any, dtype: Any, op: str) -> tuple[Shape, np.dtype]:
+        shape = self._xp._shape(shape, op)
+        dt = self._xp._float_dtype(dtype, op)
+        return shape, dt
+
+    def uniform(
+        self, low: float = 0.0, high: float = 1.0, shape: Any = (), dtype: Any = None
+    ) -> Array:
+        """Samples from U[low, high)."""
+        shape, dt = self._shape_dtype(shape, dtype, "random.uniform")
+        u = self._xp._backend.rng_uniform(self._state, shape, dt)
+        if low == 0.0 and high == 1.0:
+            return u
+        return self._xp.add(self._xp.multiply(u, high - low), low)
+
+    def normal(
+        self, mean: float = 0.0, std: float = 1.0, shape: Any = (), dtype: Any = None
+    ) -> Array:
+        """Samples from N(mean, std**2) (Box-Muller on the backend's uniform stream)."""
+        shape, dt = self._shape_dtype(shape, dtype, "random.normal")
+        xp = self._xp
+        n = math.prod(shape)
+        half = (n + 1) // 2
+        u1 = xp._backend.rng_uniform(self._state, (half,), dt)
+        u2 = xp._backend.rng_uniform(self._state, (half,), dt)
+        # 1 - u lies in (0, 1], so the log is finite.
+        radius = xp.sqrt(xp.multiply(xp.log(xp.subtract(1.0, u1)), -2.0))
+        angle = xp.multiply(u2, 2.0 * math.pi)
+        z = xp.concat([xp.multiply(radius, xp.cos(angle)), xp.multiply(radius, xp.sin(angle))])
+        z = xp.reshape(z[:n], shape)
+        if mean == 0.0 and std == 1.0:
+            return z
+        return xp.add(xp.multiply(z, std), mean)
+
+    def bernoulli(self, p: float = 0.5, shape: Any = (), dtype: Any = None) -> Array:
+        """1 with probability ``p``, else 0, in ``dtype`` (default: the default float)."""
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"random.bernoulli: p must lie in [0, 1], got {p}")
+        xp = self._xp
+        shape = xp._shape(shape, "random.bernoulli")
+        dt = xp._default_float() if dtype is None else xp._dtype(dtype, "random.bernoulli")
+        u = xp._backend.rng_uniform(self._state, shape, xp._default_float())
+        return xp.astype(xp.less(u, p), dt)
+
+    def permutation(self, n: int) -> Array:
+        """A random permutation of ``arange(n)`` (int64), drawn on the host and copied over."""
+        if not isinstance(n, int | np.integer) or n < 0:
+            raise ValueError(f"random.permutation: n must be a non-negative int, got {n!r}")
+        return self._xp._backend.from_numpy(self._host.permutation(int(n)).astype(np.int64))
+
+
+class NamespaceInfo:
+    """What ``xp.__array_namespace_info__()`` returns (Array API inspection utilities)."""
+
+    def __init__(self, xp: Namespace) -> None:
+        self._xp = xp
+
+    def capabilities(self) -> dict[str, Any]:
+        """Capabilities of the default device (boolean indexing, data-dependent shapes, ...)."""
+        caps: dict[str, Any] = {
+            "boolean indexing": False,
+            "data-dependent shapes": False,
+            "max dimensions": 64,
+        }
+        caps.update(self._xp._backend.device.capabilities)
+        return caps
+
+    def default_device(self) -> Any:
+        """The device arrays are created on."""
+        return self._xp._backend.device.id
+
+    def default_dtypes(self, *, device: Any = None) -> dict[str, np.dtype]:
+        """Default dtypes: float64 where the device has it, else float32."""
+        return {
+            "real floating": self._xp._default_float(),
+            "complex floating": np.dtype("complex128"),
+            "integral": np.dtype("int64"),
+            "indexing": np.dtype("int64"),
+        }
+
+    def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, np.dtype]:
+        """The dtypes this device supports, optionally filtered by kind."""
+        caps = self._xp._backend.device.capabilities
+        names = [n for n in DTYPES if caps.get(n, True)]
+        found = {n: np.dtype(n) for n in names}
+        if kind is not None:
+            found = {n: d for n, d in found.items() if isdtype(d, kind)}
+        return found
+
+    def devices(self) -> list[Any]:
+        """All devices of the backend."""
+        return [d.id for d in self._xp._backend.devices()]
+
+    # -- outside the standard ---------------------------------------------------------------
+    def memory_stats(self) -> dict[str, int] | None:
+        """This device's memory in bytes (``used_bytes``, ``peak_bytes`` since the last
+        :meth:`reset_memory_stats`, and whatever else the backend reports), or None where the
+        backend does not track device memory (NumPy: host memory is the interpreter's).
+
+        >>> import arraycore
+        >>> print(arraycore.namespace("numpy").__array_namespace_info__().memory_stats())
+        None
+        """
+        return self._xp._backend.memory_stats()
+
+    def reset_memory_stats(self) -> None:
+        """Start a new peak for :meth:`memory_stats`."""
+        self._xp._backend.reset_memory_stats()
+
+
+_UNARY_NAMES = frozenset(
+    {
+        "negative", "abs", "sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "sign",
+        "floor", "ceil", "round", "logical_not", "isnan", "isinf",
+    }
+)  # fmt: skip
+_BINARY_NAMES = frozenset(
+    {
+        "add", "subtract", "multiply", "divide", "floor_divide", "remainder", "pow", "maximum",
+        "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+        "logical_and", "logical_or",
+    }
+)  # fmt: skip
