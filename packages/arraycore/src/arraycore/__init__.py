@@ -18,6 +18,8 @@ theirs there even from NumPy arrays (host data never decides the backend).
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -51,10 +53,22 @@ def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
 
     target = getattr(Namespace, name, None) if sub is None else None
     function.__name__ = function.__qualname__ = name
+    function.__module__ = __name__
+    if target is not None:
+        function.__signature__ = _signature(name)  # type: ignore[attr-defined]
     function.__doc__ = (
         getattr(target, "__doc__", None) or f"``{sub}.{name}`` of the array's backend."
     )
     return function
+
+
+_CREATE = frozenset({"asarray", "from_numpy", "from_dlpack"})
+
+
+def _signature(name: str) -> inspect.Signature:
+    """The namespace function's signature without ``self``."""
+    sig = inspect.signature(getattr(Namespace, name))
+    return sig.replace(parameters=list(sig.parameters.values())[1:])
 
 
 def _create(name: str) -> Callable[..., Any]:
@@ -69,6 +83,8 @@ def _create(name: str) -> Callable[..., Any]:
         return getattr(xp, name)(obj, *args, **kwargs)
 
     function.__name__ = function.__qualname__ = name
+    function.__module__ = __name__
+    function.__signature__ = _signature(name)  # type: ignore[attr-defined]
     function.__doc__ = getattr(Namespace, name).__doc__
     return function
 
@@ -134,93 +150,25 @@ def __array_namespace_info__() -> Any:
     return namespace().__array_namespace_info__()
 
 
-asarray = _create("asarray")
-empty = _dispatch("empty")
-zeros = _dispatch("zeros")
-ones = _dispatch("ones")
-full = _dispatch("full")
-arange = _dispatch("arange")
-linspace = _dispatch("linspace")
-eye = _dispatch("eye")
-empty_like = _dispatch("empty_like")
-zeros_like = _dispatch("zeros_like")
-ones_like = _dispatch("ones_like")
-full_like = _dispatch("full_like")
-astype = _dispatch("astype")
-add = _dispatch("add")
-subtract = _dispatch("subtract")
-multiply = _dispatch("multiply")
-divide = _dispatch("divide")
-floor_divide = _dispatch("floor_divide")
-remainder = _dispatch("remainder")
-pow = _dispatch("pow")
-negative = _dispatch("negative")
-positive = _dispatch("positive")
-abs = _dispatch("abs")
-sqrt = _dispatch("sqrt")
-square = _dispatch("square")
-exp = _dispatch("exp")
-expm1 = _dispatch("expm1")
-log = _dispatch("log")
-log1p = _dispatch("log1p")
-tanh = _dispatch("tanh")
-sin = _dispatch("sin")
-cos = _dispatch("cos")
-sign = _dispatch("sign")
-floor = _dispatch("floor")
-ceil = _dispatch("ceil")
-round = _dispatch("round")
-maximum = _dispatch("maximum")
-minimum = _dispatch("minimum")
-clip = _dispatch("clip")
-equal = _dispatch("equal")
-not_equal = _dispatch("not_equal")
-less = _dispatch("less")
-less_equal = _dispatch("less_equal")
-greater = _dispatch("greater")
-greater_equal = _dispatch("greater_equal")
-logical_and = _dispatch("logical_and")
-logical_or = _dispatch("logical_or")
-logical_not = _dispatch("logical_not")
-isnan = _dispatch("isnan")
-isinf = _dispatch("isinf")
-isfinite = _dispatch("isfinite")
-where = _dispatch("where")
-sum = _dispatch("sum")
-prod = _dispatch("prod")
-mean = _dispatch("mean")
-var = _dispatch("var")
-std = _dispatch("std")
-max = _dispatch("max")
-min = _dispatch("min")
-argmax = _dispatch("argmax")
-argmin = _dispatch("argmin")
-all = _dispatch("all")
-any = _dispatch("any")
-cumulative_sum = _dispatch("cumulative_sum")
-matmul = _dispatch("matmul")
-tensordot = _dispatch("tensordot")
-vecdot = _dispatch("vecdot")
-matrix_transpose = _dispatch("matrix_transpose")
-reshape = _dispatch("reshape")
-permute_dims = _dispatch("permute_dims")
-expand_dims = _dispatch("expand_dims")
-squeeze = _dispatch("squeeze")
-broadcast_to = _dispatch("broadcast_to")
-broadcast_arrays = _dispatch("broadcast_arrays")
-concat = _dispatch("concat")
-stack = _dispatch("stack")
-flip = _dispatch("flip")
-tile = _dispatch("tile")
-repeat = _dispatch("repeat")
-moveaxis = _dispatch("moveaxis")
-take = _dispatch("take")
-take_along_axis = _dispatch("take_along_axis")
-getitem = _dispatch("getitem")
-setitem = _dispatch("setitem")
-to_numpy = _dispatch("to_numpy")
-from_numpy = _create("from_numpy")
-from_dlpack = _create("from_dlpack")
+#: Names of the module-level functions: every public function of :class:`Namespace`, each a
+#: dispatcher with the namespace function's own signature and docstring.
+FUNCTIONS: tuple[str, ...] = tuple(
+    name
+    for name in sorted(dir(Namespace))
+    if not name.startswith("_") and inspect.isfunction(inspect.getattr_static(Namespace, name))
+)
+
+for _name in FUNCTIONS:
+    globals()[_name] = _create(_name) if _name in _CREATE else _dispatch(_name)
+del _name
+
+
+def __getattr__(name: str) -> Any:
+    """Module attributes that do not exist: an error with the closest names."""
+    close = difflib.get_close_matches(name, [*FUNCTIONS, "nn", "inplace", "random"], n=3)
+    hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+    raise AttributeError(f"module 'arraycore' has no attribute {name!r}{hint}")
+
 
 __all__ = [
     "ArrayBase",
@@ -241,91 +189,5 @@ __all__ = [
     "nn",
     "random",
     "use",
-    "asarray",
-    "empty",
-    "zeros",
-    "ones",
-    "full",
-    "arange",
-    "linspace",
-    "eye",
-    "empty_like",
-    "zeros_like",
-    "ones_like",
-    "full_like",
-    "astype",
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "floor_divide",
-    "remainder",
-    "pow",
-    "negative",
-    "positive",
-    "abs",
-    "sqrt",
-    "square",
-    "exp",
-    "expm1",
-    "log",
-    "log1p",
-    "tanh",
-    "sin",
-    "cos",
-    "sign",
-    "floor",
-    "ceil",
-    "round",
-    "maximum",
-    "minimum",
-    "clip",
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
-    "logical_and",
-    "logical_or",
-    "logical_not",
-    "isnan",
-    "isinf",
-    "isfinite",
-    "where",
-    "sum",
-    "prod",
-    "mean",
-    "var",
-    "std",
-    "max",
-    "min",
-    "argmax",
-    "argmin",
-    "all",
-    "any",
-    "cumulative_sum",
-    "matmul",
-    "tensordot",
-    "vecdot",
-    "matrix_transpose",
-    "reshape",
-    "permute_dims",
-    "expand_dims",
-    "squeeze",
-    "broadcast_to",
-    "broadcast_arrays",
-    "concat",
-    "stack",
-    "flip",
-    "tile",
-    "repeat",
-    "moveaxis",
-    "take",
-    "take_along_axis",
-    "getitem",
-    "setitem",
-    "to_numpy",
-    "from_numpy",
-    "from_dlpack",
+    *FUNCTIONS,
 ]
