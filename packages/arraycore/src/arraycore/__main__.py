@@ -48,6 +48,9 @@ def backend_report() -> list[dict[str, Any]]:
             row["devices"] = [str(d) for d in devices]
             row["usable"] = bool(devices)
             row["reason"] = "" if devices else "no usable device"
+            if devices:
+                xp = _registry.namespace(name)
+                row["host_functions"] = xp.__array_namespace_info__().host_functions()
         except BackendError as exc:
             row["reason"] = str(exc)
         except Exception as exc:  # a broken third-party backend must not break `info`
@@ -89,6 +92,9 @@ def info(stream: Any = None) -> int:
             print(f"    versions: {row['version']}", file=out)
         for dev in row["devices"]:
             print(f"    device {dev}", file=out)
+        if row.get("host_functions"):
+            names = ", ".join(row["host_functions"])
+            print(f"    runs on the host (docs/host-path.md): {names}", file=out)
         if not row["usable"]:
             print(f"    why: {row['reason']}", file=out)
     if not usable:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _checks, _nn
+from . import _checks, _host, _nn
 from ._base import ArrayOrScalar, Scalar
 from ._dtypes import DTYPES, isdtype
 from .backend import Array, Shape
@@ -386,6 +386,11 @@ class NamespaceInfo:
         return [d.id for d in self._xp._backend.devices()]
 
     # -- outside the standard ---------------------------------------------------------------
+    def host_functions(self) -> list[str]:
+        """Functions this backend leaves on arraycore's host path: each copies its input to
+        the host, computes with NumPy and copies the result back (docs/host-path.md)."""
+        return _host.left_on_host(self._xp)
+
     def memory_stats(self) -> dict[str, int] | None:
         """This device's memory in bytes (``used_bytes``, ``peak_bytes`` since the last
         :meth:`reset_memory_stats`, and whatever else the backend reports), or None where the
