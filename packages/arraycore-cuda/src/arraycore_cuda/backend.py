@@ -37,6 +37,7 @@ import numpy as np
 
 from arraycore.backend import BINARY_OPS as _BINARY
 from arraycore.backend import (
+    ELEMENTWISE,
     REDUCE_OPS,
     Array,
     Backend,
@@ -305,10 +306,10 @@ class CudaBackend(Backend):
         self._cp = cupy
         self._ndarray = cupy.ndarray
         self._index = int(self.device.id.id)
+        # each primitive of the op table is the CuPy ufunc of its NumPy name (pow: cupy.power)
         self._ufuncs: dict[str, Callable[..., Any]] = {
-            op: getattr(cupy, op) for op in (*UNARY_OPS, *BINARY_OPS)
+            op.name: getattr(cupy, op.reference) for op in ELEMENTWISE if op.primitive
         }
-        self._ufuncs["pow"] = cupy.power
         self._ufuncs["sign"] = _sign
         self._nn = CudaNN(cupy, _make_cudnn(cupy, self._index))
         if self._index != 0:
@@ -472,8 +473,10 @@ def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
     table["pow"] = cp.power
     table["sign"] = _sign
     table["from_dlpack"] = _from_dlpack_for(cp, index)
-    for op in (*UNARY_OPS, *BINARY_OPS):
-        table[f"inplace.{op}"] = table[op] if op in table else getattr(cp, op)
+    for entry in ELEMENTWISE:  # CuPy's ufuncs carry NumPy's names (arccos, left_shift, ...)
+        if entry.primitive:
+            op = entry.name
+            table[f"inplace.{op}"] = table[op] if op in table else getattr(cp, entry.reference)
     return table
 
 

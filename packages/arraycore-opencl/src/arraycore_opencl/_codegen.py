@@ -9,6 +9,8 @@ first use and caches the binary in ``POCL_CACHE_DIR``.
 
 from __future__ import annotations
 
+from arraycore.backend import ELEMENTWISE, kernel_expression
+
 #: OpenCL C storage type of each arraycore dtype (bool is stored as one byte, 0 or 1).
 CTYPES: dict[str, str] = {
     "bool": "uchar",
@@ -52,6 +54,8 @@ INT_MAX: dict[str, str] = {
 }
 
 FLOATS = frozenset({"float16", "float32", "float64"})
+_ITEMSIZE = {"bool": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "uint16": 2,
+             "uint32": 4, "uint64": 8, "float16": 2, "float32": 4, "float64": 8}  # fmt: skip
 SIGNED = frozenset({"int8", "int16", "int32", "int64"})
 
 
@@ -66,95 +70,25 @@ def preamble(fp64: bool, fp16: bool) -> str:
 
 
 # -- element-wise ---------------------------------------------------------------------------------
-def _unary_exprs(dt: str) -> dict[str, tuple[str, bool]]:
-    """op -> (expression of ``x``, whether the result is bool)."""
+def dtype_class(dt: str) -> str:
+    """The op table's kernel class of a dtype: ``float``, ``signed``, ``unsigned`` or ``bool``."""
     if dt in FLOATS:
-        ct = COMPUTE[dt]
-        out = {
-            name: (f"{name}(x)", False)
-            for name in ("sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "floor")
-        }
-        out.update(
-            negative=("-x", False),
-            abs=("fabs(x)", False),
-            ceil=("ceil(x)", False),
-            round=("rint(x)", False),
-            sign=(f"isnan(x) ? x : (x > ({ct})0 ? ({ct})1 : (x < ({ct})0 ? ({ct})-1 : x))", False),
-            isnan=("isnan(x)", True),
-            isinf=("isinf(x)", True),
-            logical_not=(f"x == ({ct})0", True),
-        )
-        return out
-    if dt == "bool":
-        return {
-            "isnan": ("0", True),
-            "isinf": ("0", True),
-            "logical_not": ("x == 0", True),
-            "abs": ("x", True),
-            "floor": ("x", True),
-            "ceil": ("x", True),
-            "round": ("x", True),
-        }
-    out = {
-        "negative": ("-x", False),
-        "floor": ("x", False),
-        "ceil": ("x", False),
-        "round": ("x", False),
-        "logical_not": ("x == 0", True),
-        "isnan": ("0", True),
-        "isinf": ("0", True),
-    }
+        return "float"
     if dt in SIGNED:
-        out["abs"] = ("x < 0 ? -x : x", False)
-        out["sign"] = ("x > 0 ? 1 : (x < 0 ? -1 : 0)", False)
-    else:
-        out["abs"] = ("x", False)
-        out["sign"] = ("x > 0 ? 1 : 0", False)
-    return out
+        return "signed"
+    return "bool" if dt == "bool" else "unsigned"
 
 
-_COMPARE = {
-    "equal": "x == y",
-    "not_equal": "x != y",
-    "less": "x < y",
-    "less_equal": "x <= y",
-    "greater": "x > y",
-    "greater_equal": "x >= y",
-    "logical_and": "(x != 0) && (y != 0)",
-    "logical_or": "(x != 0) || (y != 0)",
-}
-
-
-def _binary_exprs(dt: str) -> dict[str, tuple[str, bool]]:
-    """op -> (expression of ``x`` and ``y``, whether the result is bool)."""
-    out = {name: (expr, True) for name, expr in _COMPARE.items()}
-    ct = COMPUTE[dt]
-    if dt == "bool":
-        out.update(
-            add=("x | y", True),
-            multiply=("x & y", True),
-            maximum=("x | y", True),
-            minimum=("x & y", True),
-        )
-        return out
-    out.update(add=("x + y", False), subtract=("x - y", False), multiply=("x * y", False))
-    if dt in FLOATS:
-        out.update(
-            divide=("x / y", False),
-            floor_divide=(f"floordiv_{ct}(x, y)", False),
-            remainder=(f"pymod_{ct}(x, y)", False),
-            pow=("pow(x, y)", False),
-            maximum=("(x > y || isnan(x)) ? x : y", False),
-            minimum=("(x < y || isnan(x)) ? x : y", False),
-        )
-    else:
-        out.update(
-            floor_divide=(f"ifloordiv_{ct}(x, y)", False),
-            remainder=(f"imod_{ct}(x, y)", False),
-            pow=(f"ipow_{ct}(x, y)", False),
-            maximum=("x > y ? x : y", False),
-            minimum=("x < y ? x : y", False),
-        )
+def _exprs(dt: str, arity: int) -> dict[str, tuple[str, bool]]:
+    """op -> (C expression of ``x`` (and ``y``), whether the result is bool), for every primitive
+    of the op table with a kernel expression for ``dt``'s class."""
+    words = {"ct": COMPUTE[dt], "bits": str(8 * _ITEMSIZE[dt])}
+    out = {}
+    for op in ELEMENTWISE:
+        if op.primitive and op.arity == arity:
+            expr = kernel_expression(op, dtype_class(dt))
+            if expr is not None:
+                out[op.name] = (expr.format(**words), op.result == "bool")
     return out
 
 
@@ -185,6 +119,13 @@ static {ct} pymod_{ct}({ct} a, {ct} b) {{
         return mod;
     }}
     return copysign(({ct})0, b);
+}}
+static {ct} logaddexp_{ct}({ct} a, {ct} b) {{
+    if (a == b) return a + ({ct})0.6931471805599453;
+    const {ct} d = a - b;
+    if (d > ({ct})0) return a + log1p(exp(-d));
+    if (d <= ({ct})0) return b + log1p(exp(d));
+    return d;
 }}
 """
     # b == -1 is handled apart: MIN / -1 traps on x86 (NumPy gives MIN, or 0 for the remainder).
@@ -255,11 +196,11 @@ def elementwise_program(dt: str, all_dtypes: list[str]) -> str:
     """Unary, binary and ``where`` kernels of one dtype."""
     t, ct = CTYPES[dt], COMPUTE[dt]
     parts = [_helpers(dt)]
-    for op, (expr, boolean) in sorted(_unary_exprs(dt).items()):
+    for op, (expr, boolean) in sorted(_exprs(dt, 1).items()):
         out_t = "uchar" if boolean else t
         body = f"const {ct} x = ({ct})a0[p0]; out[po] = ({out_t})({expr});"
         parts.append(_strided_kernel(f"u_{op}", out_t, [(t, "x")], body))
-    for op, (expr, boolean) in sorted(_binary_exprs(dt).items()):
+    for op, (expr, boolean) in sorted(_exprs(dt, 2).items()):
         out_t = "uchar" if boolean else t
         body = (
             f"const {ct} x = ({ct})a0[p0]; const {ct} y = ({ct})a1[p1]; "

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from . import _interop
+from ._optable import ELEMENTWISE
 
 
 def _ns(x: Any) -> Any:
@@ -42,29 +43,6 @@ def _inplace(name: str) -> Any:
         getattr(_ns(self).inplace, name)(self, other, out=self)
         return self
 
-    return method
-
-
-def _logical(name: str, symbol: str, reflected: bool = False, inplace: bool = False) -> Any:
-    """``&``/``|`` on bool arrays: arraycore has no bitwise functions, so ints are refused."""
-
-    def method(self: ArrayBase, other: Any) -> Any:
-        other_is_bool = isinstance(other, bool | np.bool_) or (
-            getattr(other, "dtype", None) == np.bool_
-        )
-        if self.dtype != np.bool_ or not other_is_bool:
-            raise TypeError(
-                f"{symbol} is only supported between bool arrays (or Python bools) in arraycore, "
-                f"got {self.dtype} and {getattr(other, 'dtype', type(other).__name__)}"
-            )
-        xp = _ns(self)
-        if inplace:
-            getattr(xp.inplace, name)(self, other, out=self)
-            return self
-        return getattr(xp, name)(other, self) if reflected else getattr(xp, name)(self, other)
-
-    prefix = "i" if inplace else "r" if reflected else ""
-    method.__name__ = f"__{prefix}{name.removeprefix('logical_')}__"
     return method
 
 
@@ -144,55 +122,8 @@ class ArrayBase:
     def __setitem__(self, key: Any, value: Any) -> None:
         _ns(self).setitem(self, key, value)
 
-    def __neg__(self) -> Any:
-        return _ns(self).negative(self)
-
-    def __pos__(self) -> Any:
-        return _ns(self).positive(self)
-
-    def __abs__(self) -> Any:
-        return _ns(self).abs(self)
-
-    def __invert__(self) -> Any:
-        if self.dtype != np.bool_:
-            raise TypeError("~ is only supported for bool arrays in arraycore")
-        return _ns(self).logical_not(self)
-
-    __add__ = _binary("add")
-    __radd__ = _binary("add", reflected=True)
-    __sub__ = _binary("subtract")
-    __rsub__ = _binary("subtract", reflected=True)
-    __mul__ = _binary("multiply")
-    __rmul__ = _binary("multiply", reflected=True)
-    __truediv__ = _binary("divide")
-    __rtruediv__ = _binary("divide", reflected=True)
-    __floordiv__ = _binary("floor_divide")
-    __rfloordiv__ = _binary("floor_divide", reflected=True)
-    __mod__ = _binary("remainder")
-    __rmod__ = _binary("remainder", reflected=True)
-    __pow__ = _binary("pow")
-    __rpow__ = _binary("pow", reflected=True)
     __matmul__ = _binary("matmul")
     __rmatmul__ = _binary("matmul", reflected=True)
-    __and__ = _logical("logical_and", "&")
-    __rand__ = _logical("logical_and", "&", reflected=True)
-    __iand__ = _logical("logical_and", "&", inplace=True)
-    __or__ = _logical("logical_or", "|")
-    __ror__ = _logical("logical_or", "|", reflected=True)
-    __ior__ = _logical("logical_or", "|", inplace=True)
-    __lt__ = _binary("less")
-    __le__ = _binary("less_equal")
-    __gt__ = _binary("greater")
-    __ge__ = _binary("greater_equal")
-    __eq__ = _binary("equal")
-    __ne__ = _binary("not_equal")
-    __iadd__ = _inplace("add")
-    __isub__ = _inplace("subtract")
-    __imul__ = _inplace("multiply")
-    __itruediv__ = _inplace("divide")
-    __ifloordiv__ = _inplace("floor_divide")
-    __imod__ = _inplace("remainder")
-    __ipow__ = _inplace("pow")
     __hash__ = None  # type: ignore[assignment]
 
     def _scalar(self, kind: type) -> Any:
@@ -214,6 +145,12 @@ class ArrayBase:
             raise TypeError(f"only integer arrays can be indices, got {self.dtype}")
         return int(self._scalar(int))
 
+    def __iter__(self) -> Any:
+        """The sub-arrays along the first axis, as ``x[0], x[1], ...`` (0-d: a TypeError)."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d array")
@@ -223,3 +160,28 @@ class ArrayBase:
         xp = _ns(self)
         body = np.array2string(xp.to_numpy(self), separator=", ", prefix="array(")
         return f"array({body}, dtype={self.dtype}, backend={xp.name!r}, device={self.device!r})"
+
+
+def _unary(name: str) -> Any:
+    def method(self: ArrayBase) -> Any:
+        return getattr(_ns(self), name)(self)
+
+    return method
+
+
+def _set_operators() -> None:
+    """The operators of every op-table entry: ``(forward, reflected, in-place)`` for binary
+    entries (``__and__``, ``__rand__``, ``__iand__``), the one operator of a unary entry."""
+    for entry in ELEMENTWISE:
+        if entry.arity == 1:
+            for dunder in entry.operators:
+                setattr(ArrayBase, dunder, _unary(entry.name))
+            continue
+        makers = (_binary, lambda name: _binary(name, reflected=True), _inplace)
+        for dunder, make in zip(entry.operators, makers, strict=False):
+            method = make(entry.name)
+            method.__name__ = dunder
+            setattr(ArrayBase, dunder, method)
+
+
+_set_operators()

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _optable
+
 _BOOL = np.dtype("bool")
 _INT64 = np.dtype("int64")
 _UINT64 = np.dtype("uint64")
@@ -37,7 +39,8 @@ class DtypeRule:
 
     ``kind`` is the function's calling pattern (``"unary"``, ``"binary"``, ``"where"``,
     ``"clip"``, ``"reduction"``, ``"linalg"``, ``"layout"``, ``"creation"``); ``accepts`` is
-    ``"all"`` or ``"numeric"`` (bool input is a ``TypeError``); ``result`` names a rule of
+    a key of :data:`arraycore._optable.ACCEPTS` (``"all"``, ``"numeric"``: bool input is a
+    ``TypeError``, ``"integer"``, ``"integer or bool"``); ``result`` names a rule of
     :data:`RESULTS`.
     """
 
@@ -69,19 +72,10 @@ def _rules(kind: str, accepts: str, result: str, names: str) -> dict[str, DtypeR
 
 
 RULES: dict[str, DtypeRule] = {
-    **_rules("unary", "numeric", "same", "negative positive sign"),
-    **_rules("unary", "all", "same", "abs square floor ceil round"),
-    **_rules("unary", "all", "float", "sqrt exp expm1 log log1p tanh sin cos"),
-    **_rules("unary", "all", "bool", "logical_not isnan isinf isfinite"),
-    **_rules("binary", "all", "same", "add multiply maximum minimum"),
-    **_rules("binary", "numeric", "same", "subtract floor_divide remainder pow"),
-    **_rules("binary", "all", "float", "divide"),
-    **_rules(
-        "binary",
-        "all",
-        "bool",
-        "equal not_equal less less_equal greater greater_equal logical_and logical_or",
-    ),
+    **{
+        op.name: DtypeRule("unary" if op.arity == 1 else "binary", op.accepts, op.result)
+        for op in _optable.ELEMENTWISE
+    },
     "where": DtypeRule("where", "all", "same"),
     "clip": DtypeRule("clip", "all", "x"),
     **_rules("reduction", "all", "accumulate", "sum prod cumulative_sum"),
@@ -107,7 +101,7 @@ RULES: dict[str, DtypeRule] = {
 """
 
 COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
-LOGICAL = frozenset({"logical_and", "logical_or", "logical_not"})
+LOGICAL = frozenset({"logical_and", "logical_or", "logical_not", "logical_xor"})
 
 #: Functions whose overrides :func:`guard` wraps (with ``inplace.<name>`` for element-wise ones).
 GUARDED: frozenset[str] = frozenset(
@@ -159,7 +153,10 @@ def compute_dtype(name: str, dtype: np.dtype, default_float: np.dtype) -> np.dty
     Raises the ``TypeError`` of :func:`not_defined` for a dtype the function does not accept.
     """
     rule = RULES[name]
-    if rule.accepts == "numeric" and dtype.kind == "b":
+    if (rule.accepts == "numeric" and dtype.kind == "b") or (
+        rule.accepts.startswith("integer")
+        and (dtype.kind == "f" or (dtype.kind == "b" and rule.accepts == "integer"))
+    ):
         raise not_defined(name, dtype)
     if rule.result == "float" and dtype.kind != "f":
         return default_float

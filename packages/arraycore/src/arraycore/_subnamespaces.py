@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _checks, _host, _nn
+from . import _checks, _host, _nn, _optable
 from ._base import ArrayOrScalar, Scalar
 from ._dtypes import DTYPES, isdtype
 from .backend import Array, Shape
@@ -198,16 +198,25 @@ class InplaceNamespace(_SubNamespace):
         xp = self._xp
         bk = xp._backend
         fn: Callable[..., Array]
-        if name in _UNARY_NAMES:
+        entry = _optable.BY_NAME.get(name)
+        if entry is not None and not entry.primitive:
+            whole = getattr(xp, name)
+
+            def fn(*args: ArrayOrScalar, out: Array) -> Array:
+                return self.copy(whole(*args), out=out)
+
+        elif name in _optable.UNARY_PRIMITIVES:
 
             def fn(x: Array, /, *, out: Array) -> Array:
                 xp._check_out(name, out, x)
                 operand = xp._unary_input(name, x)
                 if operand is None:  # the result is x itself (round of integers, ...)
                     return self.copy(x, out=out)
+                if operand.dtype.kind != "f" and name in _optable.NON_FLOAT_CONSTANT:
+                    return self.copy(_optable.NON_FLOAT_CONSTANT[name](xp, operand), out=out)
                 return bk.unary(name, operand, out=out)
 
-        elif name in _BINARY_NAMES:
+        elif name in _optable.BINARY_PRIMITIVES:
 
             def fn(x1: ArrayOrScalar, x2: ArrayOrScalar, /, *, out: Array) -> Array:
                 constant = xp._constant_comparison(name, x1, x2)
@@ -405,18 +414,3 @@ class NamespaceInfo:
     def reset_memory_stats(self) -> None:
         """Start a new peak for :meth:`memory_stats`."""
         self._xp._backend.reset_memory_stats()
-
-
-_UNARY_NAMES = frozenset(
-    {
-        "negative", "abs", "sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "sign",
-        "floor", "ceil", "round", "logical_not", "isnan", "isinf",
-    }
-)  # fmt: skip
-_BINARY_NAMES = frozenset(
-    {
-        "add", "subtract", "multiply", "divide", "floor_divide", "remainder", "pow", "maximum",
-        "minimum", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
-        "logical_and", "logical_or",
-    }
-)  # fmt: skip

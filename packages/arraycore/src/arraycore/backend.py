@@ -28,6 +28,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ._optable import (
+    BINARY_PRIMITIVES,
+    ELEMENTWISE,
+    UNARY_PRIMITIVES,
+    Elementwise,
+    kernel_expression,
+)
+
 Array = Any
 """A backend's array object (``numpy.ndarray``, ``cupy.ndarray``, or the backend's own class)."""
 
@@ -38,51 +46,13 @@ Key = tuple[int | slice | None, ...]
 them (``None``, negative or out-of-range bounds, negative steps): resolve them with
 ``slice.indices(size)``."""
 
-UNARY_OPS: frozenset[str] = frozenset(
-    {
-        "negative",
-        "abs",
-        "sqrt",
-        "exp",
-        "expm1",
-        "log",
-        "log1p",
-        "tanh",
-        "sin",
-        "cos",
-        "sign",
-        "floor",
-        "ceil",
-        "round",
-        "logical_not",
-        "isnan",
-        "isinf",
-    }
-)
-"""Element-wise unary ops a backend's :meth:`Backend.unary` must accept."""
+UNARY_OPS: frozenset[str] = UNARY_PRIMITIVES
+"""Element-wise unary ops a backend's :meth:`Backend.unary` must accept: the primitive unary
+entries of the op table (:data:`ELEMENTWISE`)."""
 
-BINARY_OPS: frozenset[str] = frozenset(
-    {
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "floor_divide",
-        "remainder",
-        "pow",
-        "maximum",
-        "minimum",
-        "equal",
-        "not_equal",
-        "less",
-        "less_equal",
-        "greater",
-        "greater_equal",
-        "logical_and",
-        "logical_or",
-    }
-)
-"""Element-wise binary ops a backend's :meth:`Backend.binary` must accept (with broadcasting)."""
+BINARY_OPS: frozenset[str] = BINARY_PRIMITIVES
+"""Element-wise binary ops a backend's :meth:`Backend.binary` must accept (with broadcasting):
+the primitive binary entries of the op table."""
 
 REDUCE_OPS: frozenset[str] = frozenset({"sum", "prod", "max", "min", "any", "all"})
 ARG_REDUCE_OPS: frozenset[str] = frozenset({"argmax", "argmin"})
@@ -205,15 +175,19 @@ class Backend(ABC):
     def unary(self, op: str, x: Array, out: Array | None = None) -> Array:
         """Element-wise ``op`` (one of :data:`UNARY_OPS`), NumPy semantics; writes ``out`` if given.
 
-        ``sqrt`` to ``cos`` and ``floor``/``ceil``/``round`` receive floating arrays only,
-        ``negative``/``sign``/``abs`` no bool, ``logical_not`` bool only.
+        ``op`` means the NumPy function its op-table entry names (``ELEMENTWISE``, ``reference``)
+        and receives only the dtypes its entry's kernel expressions cover: the floating-point
+        functions and ``floor``/``ceil``/``round``/``trunc`` floating arrays only, ``isnan`` and
+        ``isinf`` too, ``negative``/``sign``/``abs`` no bool, ``logical_not`` bool only,
+        ``bitwise_invert`` integers and bool.
         """
 
     @abstractmethod
     def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> Array:
         """Element-wise ``op`` of :data:`BINARY_OPS` with broadcasting; writes ``out`` if given.
 
-        ``x1`` and ``x2`` have the same dtype. Comparisons return ``bool``. ``divide`` of
+        ``x1`` and ``x2`` have the same dtype, one the op's entry in ``ELEMENTWISE`` has a kernel
+        expression for. Comparisons return ``bool``; logical ops receive bool arrays only. ``divide`` of
         integers is never asked for (arraycore promotes to floating point first), nor
         ``subtract``, ``floor_divide``, ``remainder`` or ``pow`` of bools, nor ``pow`` of signed
         integers with a negative exponent (arraycore raises first). ``floor_divide`` and
@@ -350,8 +324,10 @@ __all__ = [
     "Array",
     "Backend",
     "BackendUnavailable",
+    "ELEMENTWISE",
     "Device",
     "DeviceNotFound",
+    "Elementwise",
     "Key",
     "Shape",
     "Window2d",
@@ -359,6 +335,7 @@ __all__ = [
     "check_output_shape",
     "conv_transpose_window",
     "conv_window",
+    "kernel_expression",
     "normalize_axes",
     "pool_window",
 ]

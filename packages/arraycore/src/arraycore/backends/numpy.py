@@ -14,43 +14,11 @@ from typing import Any
 import numpy as np
 
 from .._interop import require_dlpack
-from ..backend import Array, Backend, Device, Key, Shape
+from ..backend import ELEMENTWISE, Array, Backend, Device, Key, Shape
 
+#: The NumPy function of every primitive of the op table (``"pow"``: ``numpy.power``).
 _UFUNCS: dict[str, Callable[..., Any]] = {
-    "negative": np.negative,
-    "abs": np.abs,
-    "sqrt": np.sqrt,
-    "exp": np.exp,
-    "expm1": np.expm1,
-    "log": np.log,
-    "log1p": np.log1p,
-    "tanh": np.tanh,
-    "sin": np.sin,
-    "cos": np.cos,
-    "sign": np.sign,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "round": np.round,
-    "logical_not": np.logical_not,
-    "isnan": np.isnan,
-    "isinf": np.isinf,
-    "add": np.add,
-    "subtract": np.subtract,
-    "multiply": np.multiply,
-    "divide": np.divide,
-    "floor_divide": np.floor_divide,
-    "remainder": np.remainder,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "equal": np.equal,
-    "not_equal": np.not_equal,
-    "less": np.less,
-    "less_equal": np.less_equal,
-    "greater": np.greater,
-    "greater_equal": np.greater_equal,
-    "logical_and": np.logical_and,
-    "logical_or": np.logical_or,
+    op.name: getattr(np, op.reference) for op in ELEMENTWISE if op.primitive
 }
 
 _REDUCTIONS: dict[str, Callable[..., Any]] = {
@@ -62,46 +30,9 @@ _REDUCTIONS: dict[str, Callable[..., Any]] = {
     "all": np.all,
 }
 
-# Namespace functions whose NumPy 2 implementation already has the standard's signature and
-# semantics; the namespace binds them directly.
+# Namespace functions besides the element-wise ones whose NumPy 2 implementation already has the
+# standard's signature and semantics; the namespace binds them directly.
 _SAME_AS_NUMPY = [
-    "add",
-    "subtract",
-    "multiply",
-    "divide",
-    "floor_divide",
-    "remainder",
-    "pow",
-    "maximum",
-    "minimum",
-    "equal",
-    "not_equal",
-    "less",
-    "less_equal",
-    "greater",
-    "greater_equal",
-    "logical_and",
-    "logical_or",
-    "logical_not",
-    "negative",
-    "positive",
-    "abs",
-    "sqrt",
-    "square",
-    "exp",
-    "expm1",
-    "log",
-    "log1p",
-    "tanh",
-    "sin",
-    "cos",
-    "sign",
-    "floor",
-    "ceil",
-    "round",
-    "isnan",
-    "isinf",
-    "isfinite",
     "where",
     "sum",
     "prod",
@@ -153,10 +84,16 @@ _SAME_AS_NUMPY = [
 # bool to int8, answers bool // bool, bool % bool and bool ** bool in int8 (the rule: TypeError)
 # and wraps a Python int out of range in where (the rule: OverflowError). The namespace calls
 # these NumPy functions for floating inputs and arraycore's derived ones for the rest.
+# Element-wise functions the namespace never takes from NumPy: numpy.real and numpy.imag of a real
+# array return views of it (the standard: new arrays), numpy.conj of bool is int8.
+_UNBOUND = frozenset({"real", "imag", "conj"})
+
 _NOT_CONFORMING = frozenset(
     {
-        *("sqrt", "exp", "expm1", "log", "log1p", "tanh", "sin", "cos", "round", "square"),
-        *("floor_divide", "remainder", "pow", "where"),
+        # every float-result function but divide (NumPy's true_divide gives float64 for integers)
+        *(op.name for op in ELEMENTWISE if op.result == "float" and op.name != "divide"),
+        *("round", "square", "trunc", "signbit", "floor_divide", "remainder", "pow", "where"),
+        *("bitwise_left_shift", "bitwise_right_shift"),  # NumPy shifts bools as int8
     }
 )
 
@@ -222,7 +159,8 @@ class NumpyBackend(Backend):
     name = "numpy"
     install_hint = "pip install arraycore"
     conforming_overrides = frozenset(
-        {*_SAME_AS_NUMPY, *(f"inplace.{name}" for name in _UFUNCS)}
+        {*_SAME_AS_NUMPY, *(op.name for op in ELEMENTWISE), *(f"inplace.{n}" for n in _UFUNCS)}
+        - _UNBOUND
         - {*_NOT_CONFORMING, *(f"inplace.{name}" for name in _NOT_CONFORMING)}
     )
 
@@ -304,6 +242,9 @@ class NumpyBackend(Backend):
         from . import _numpy_nn
 
         table: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_AS_NUMPY}
+        table.update(
+            (op.name, getattr(np, op.reference)) for op in ELEMENTWISE if op.name not in _UNBOUND
+        )
         table.update(_FAST_REDUCTIONS)
         table["matrix_transpose"] = _matrix_transpose
         table["from_dlpack"] = _from_dlpack

@@ -74,6 +74,9 @@ DOMAINS: dict[str, str] = {
     "nonzero": "floats with 1/8 <= |x| <= 10; non-zero integers (divisors)",
     "log1p": "floats in [-7/8, 10]",
     "unit": "floats in [-1, 1]",
+    "open_unit": "floats in [-63/64, 63/64] (atanh)",
+    "acosh": "floats in [1, 10]",
+    "shift": "shift counts: integers in [0, 3]",
     "halves": "multiples of 1/2 in [-8, 8] (rounding ties)",
     "base": "bases of pow: floats in [1/8, 4]; integers in [0, 3] (signed: [-3, 3])",
     "exponent": "exponents of pow: floats in [-3, 3]; integers in [0, 4]",
@@ -216,6 +219,9 @@ def elements(dtype: Any, domain: str = "any") -> Any:
             "nonnegative": (0.0, 10.0),
             "log1p": (-0.875, 10.0),
             "unit": (-1.0, 1.0),
+            "open_unit": (-63 / 64, 63 / 64),
+            "acosh": (1.0, 10.0),
+            "shift": (0.0, 3.0),
             "base": (0.125, 4.0),
             "exponent": (-3.0, 3.0),
         }[domain]
@@ -225,6 +231,8 @@ def elements(dtype: Any, domain: str = "any") -> Any:
     low = -bound if signed else 0
     if domain == "bool":
         return st.integers(0, 1)
+    if domain == "acosh":
+        return st.integers(1, bound)
     if domain in ("positive", "nonnegative"):
         return st.integers(1 if domain == "positive" else 0, bound)
     if domain == "nonzero":
@@ -233,7 +241,9 @@ def elements(dtype: Any, domain: str = "any") -> Any:
         return st.integers(-3 if signed else 0, 3)
     if domain == "exponent":
         return st.integers(0, 4)
-    if domain in ("log1p", "unit", "halves"):
+    if domain == "shift":
+        return st.integers(0, 3)
+    if domain in ("log1p", "unit", "open_unit", "halves"):
         return st.integers(-1 if signed else 0, 1)
     return st.integers(low, bound)
 

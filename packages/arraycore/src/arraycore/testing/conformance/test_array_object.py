@@ -112,13 +112,39 @@ def test_unary_operators(xp: Any) -> None:
     assert_close(~f, ~flags)
     assert_close(f & True, flags & True)
     assert_close(False | f, False | flags)
-    if isinstance(f, ArrayBase):  # no bitwise functions in arraycore: ints are refused
-        ints = xp.asarray(np.array([1, 2], dtype=np.int8))
-        for op in (operator.and_, operator.or_):
-            with pytest.raises(TypeError):
-                op(ints, ints)
-            with pytest.raises(TypeError):
-                op(f, 1)
+    assert_close(f ^ flags[::-1].tolist()[0], flags ^ flags[::-1][0])
+
+
+@pytest.mark.parametrize(
+    "op",
+    [operator.and_, operator.or_, operator.xor, operator.lshift, operator.rshift],
+    ids=lambda op: op.__name__,
+)
+def test_bitwise_operators(xp: Any, op: Any) -> None:
+    """``& | ^ << >>`` and ``~`` are the standard's bitwise functions on integer arrays (bool
+    for ``& | ^ ~``), with Python ints on either side and in place."""
+    for dtype in acst.supported_dtypes(xp, "integral"):
+        host = np.array([[1, 6, 0], [3, 4, 5]], dtype=dtype)
+        other = np.array([2, 1, 3], dtype=dtype)
+        x, y = xp.asarray(host), xp.asarray(other)
+        assert_close(op(x, y), op(host, other), err_msg=f"{op.__name__} {dtype}")
+        assert_close(op(x, 2), op(host, 2), err_msg=f"{op.__name__} {dtype} int")
+        assert_close(op(3, y), op(3, other), err_msg=f"{op.__name__} int {dtype}")
+        assert_close(~x, ~host)
+        if isinstance(x, ArrayBase):  # in place on arraycore's own array classes
+            z = xp.asarray(host)
+            inplace = {"and_": "__iand__", "or_": "__ior__", "xor": "__ixor__"}
+            name = inplace.get(op.__name__, f"__i{op.__name__}__")
+            assert getattr(z, name)(y) is z
+            assert_close(z, op(host, other))
+    flags = xp.asarray(np.array([True, False]))
+    if op in (operator.lshift, operator.rshift):
+        if not isinstance(flags, ArrayBase):  # NumPy's own ndarray shifts bool as int8
+            return
+        with pytest.raises(TypeError):
+            op(flags, flags)
+    else:
+        assert_close(op(flags, flags), op(np.array([True, False]), np.array([True, False])))
 
 
 def test_matmul_operator(xp: Any) -> None:
