@@ -203,6 +203,7 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
        kernel={"float": "x > y", "int": "x > y", "bool": "x > y"}, operators=("__gt__",)),
     _b("greater_equal", "all", "bool", "Element-wise ``x1 >= x2``.",
        kernel={"float": "x >= y", "int": "x >= y", "bool": "x >= y"}, operators=("__ge__",)),
+    _b("hypot", "all", "float", "Element-wise ``sqrt(x1**2 + x2**2)``.", kernel=_float("hypot(x, y)")),
     _u("imag", "all", "same", "Imaginary part: zeros for real input (no complex dtypes yet).",
        primitive=False, derive=_zeros),
     _u("isfinite", "all", "bool", "Element-wise test for finite values.", primitive=False,
