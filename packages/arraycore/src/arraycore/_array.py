@@ -22,6 +22,10 @@ import numpy as np
 from . import _interop
 from ._optable import ELEMENTWISE
 
+#: Array API versions ``__array_namespace__(api_version=...)`` accepts: 2024.12 and the earlier
+#: ones it contains.
+API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+
 
 def _ns(x: Any) -> Any:
     from ._registry import namespace_of
@@ -106,6 +110,12 @@ class ArrayBase:
         return _ns(self).matrix_transpose(self)
 
     def __array_namespace__(self, *, api_version: str | None = None) -> Any:
+        """The namespace of this array's backend and device (the standard's entry point)."""
+        if api_version is not None and api_version not in API_VERSIONS:
+            raise ValueError(
+                f"__array_namespace__: arraycore implements the Array API versions "
+                f"{', '.join(API_VERSIONS)}, not {api_version!r}"
+            )
         return _ns(self)
 
     def to_device(self, device: Any, /, *, stream: Any = None) -> Any:

@@ -7,6 +7,7 @@ result dtype of every function is in :mod:`arraycore._dtype_rules` (``docs/dtype
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,11 +19,17 @@ DTYPES: tuple[str, ...] = (
     "int32",
     "int64",
     "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "float16",
     "float32",
     "float64",
 )
-"""The dtype names arraycore supports; ``float16`` and ``float64`` depend on the device."""
+"""The dtype names arraycore supports; ``float16`` and ``float64`` depend on the device.
+
+``float16`` is outside the Array API standard: ``__array_namespace_info__().dtypes()`` lists it
+only when asked for it by name (``dtypes(kind="float16")``)."""
 
 
 def _as_dtype(x: Any) -> Any:
@@ -43,14 +50,54 @@ def can_cast(from_: Any, to: Any, /) -> bool:
     return bool(np.can_cast(_as_dtype(from_), to))
 
 
-def finfo(type: Any, /) -> np.finfo:  # noqa: A002 - the standard's parameter name
-    """Machine limits of a floating dtype."""
-    return np.finfo(_as_dtype(type))
+@dataclass(frozen=True)
+class finfo_object:  # noqa: N801 - the standard's name for what finfo returns
+    """Machine limits of a floating dtype, as Python floats (the standard's ``finfo_object``)."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: np.dtype
 
 
-def iinfo(type: Any, /) -> np.iinfo:  # noqa: A002
-    """Machine limits of an integer dtype."""
-    return np.iinfo(_as_dtype(type))
+@dataclass(frozen=True)
+class iinfo_object:  # noqa: N801
+    """Machine limits of an integer dtype, as Python ints (the standard's ``iinfo_object``)."""
+
+    bits: int
+    max: int
+    min: int
+    dtype: np.dtype
+
+
+def _info_dtype(fn: str, type: Any) -> np.dtype:  # noqa: A002
+    try:
+        dt: np.dtype = np.dtype(_as_dtype(type))
+    except TypeError as exc:
+        raise TypeError(f"{fn}: {type!r} is not a dtype or an array") from exc
+    return dt
+
+
+def finfo(type: Any, /) -> finfo_object:  # noqa: A002 - the standard's parameter name
+    """Machine limits of a floating dtype (or of an array's dtype), as Python floats."""
+    dt = _info_dtype("finfo", type)
+    if dt.kind != "f":
+        raise TypeError(f"finfo: {dt} is not a floating dtype (iinfo takes integer dtypes)")
+    fi = np.finfo(dt)
+    return finfo_object(
+        int(fi.bits), float(fi.eps), float(fi.max), float(fi.min), float(fi.smallest_normal), dt
+    )
+
+
+def iinfo(type: Any, /) -> iinfo_object:  # noqa: A002
+    """Machine limits of an integer dtype (or of an array's dtype), as Python ints."""
+    dt = _info_dtype("iinfo", type)
+    if dt.kind not in "iu":
+        raise TypeError(f"iinfo: {dt} is not an integer dtype (finfo takes floating dtypes)")
+    ii = np.iinfo(dt)
+    return iinfo_object(int(ii.bits), int(ii.max), int(ii.min), dt)
 
 
 def isdtype(dtype: Any, kind: Any) -> bool:

@@ -60,6 +60,9 @@ class Namespace(
     int32 = np.dtype("int32")
     int64 = np.dtype("int64")
     uint8 = np.dtype("uint8")
+    uint16 = np.dtype("uint16")
+    uint32 = np.dtype("uint32")
+    uint64 = np.dtype("uint64")
     float16 = np.dtype("float16")
     float32 = np.dtype("float32")
     float64 = np.dtype("float64")
@@ -80,6 +83,8 @@ class Namespace(
         self._dtype_cache: dict[Any, np.dtype] = {}
         self._rule_cache: dict[tuple[str, Any, Any], np.dtype] = {}
         self.name = backend.name
+        # what array-api-compat (and so scikit-learn, SciPy) identifies a namespace by
+        self.__name__ = "arraycore"
         self.device = backend.device
         self.nn = NNNamespace(self)
         self.inplace = InplaceNamespace(self)

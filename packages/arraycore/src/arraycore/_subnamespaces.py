@@ -352,6 +352,11 @@ class Generator:
         return self._xp._backend.from_numpy(self._host.permutation(int(n)).astype(np.int64))
 
 
+def _is_float16(kind: Any) -> bool:
+    """Whether a ``kind`` argument of ``dtypes()`` names float16 (its name or the dtype)."""
+    return kind == "float16" or (isinstance(kind, np.dtype) and kind == np.float16)
+
+
 class NamespaceInfo:
     """What ``xp.__array_namespace_info__()`` returns (Array API inspection utilities)."""
 
@@ -382,12 +387,18 @@ class NamespaceInfo:
         }
 
     def dtypes(self, *, device: Any = None, kind: Any = None) -> dict[str, np.dtype]:
-        """The dtypes this device supports, optionally filtered by kind."""
+        """The standard's dtypes this device supports, optionally filtered by kind (a kind name,
+        a dtype, or a tuple of those). ``float16``, which the standard does not have, is listed
+        only where ``kind`` names it (``kind="float16"``) and the device has it."""
         caps = self._xp._backend.device.capabilities
         names = [n for n in DTYPES if caps.get(n, True)]
+        asked = kind if isinstance(kind, tuple) else (kind,)
+        if not any(_is_float16(k) for k in asked):
+            names = [n for n in names if n != "float16"]
         found = {n: np.dtype(n) for n in names}
         if kind is not None:
-            found = {n: d for n, d in found.items() if isdtype(d, kind)}
+            kinds = tuple(np.dtype(k) if _is_float16(k) else k for k in asked)
+            found = {n: d for n, d in found.items() if isdtype(d, kinds)}
         return found
 
     def devices(self) -> list[Any]:

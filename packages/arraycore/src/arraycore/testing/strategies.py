@@ -34,6 +34,7 @@ __all__ = [
     "arrays",
     "axes",
     "broadcastable_shapes",
+    "device_dtypes",
     "dtypes",
     "elements",
     "layouts",
@@ -56,6 +57,9 @@ KIT_DTYPES: tuple[str, ...] = (
     "int32",
     "int64",
     "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "float32",
     "float64",
 )
@@ -65,7 +69,8 @@ LAYOUTS: tuple[str, ...] = ("contiguous", "strided", "reversed", "transposed")
 """How :func:`on_device` lays an array out on the device."""
 
 # Largest magnitude of "small" integers per dtype: products of two of them fit the dtype.
-_INT_BOUND = {"int8": 11, "int16": 100, "int32": 1000, "int64": 1000, "uint8": 15}
+_INT_BOUND = {"int8": 11, "int16": 100, "int32": 1000, "int64": 1000, "uint8": 15, "uint16": 200,
+              "uint32": 1000, "uint64": 1000}  # fmt: skip
 
 DOMAINS: dict[str, str] = {
     "any": "floats in [-10, 10]; integers whose pairwise products fit the dtype",
@@ -86,6 +91,12 @@ DOMAINS: dict[str, str] = {
 
 
 # -- dtypes ---------------------------------------------------------------------------------------
+def device_dtypes(xp: Any) -> dict[str, np.dtype]:
+    """Every dtype the device of ``xp`` has: the standard's (``dtypes()``) and ``float16``."""
+    info = xp.__array_namespace_info__()
+    return {**info.dtypes(), **info.dtypes(kind="float16")}
+
+
 def supported_dtypes(
     xp: Any, kind: Any = None, *, names: tuple[str, ...] = KIT_DTYPES
 ) -> list[np.dtype]:
@@ -94,7 +105,10 @@ def supported_dtypes(
     ``kind`` is one of the standard's kind names (``"bool"``, ``"integral"``,
     ``"real floating"``, ``"numeric"``, ...) or a tuple of them.
     """
-    available = xp.__array_namespace_info__().dtypes(kind=kind)
+    info = xp.__array_namespace_info__()
+    available = dict(info.dtypes(kind=kind))
+    if "float16" in names and kind in (None, "real floating", "numeric"):
+        available.update(info.dtypes(kind="float16"))  # listed only when asked for by name
     return [np.dtype(n) for n in names if n in available]
 
 

@@ -31,7 +31,8 @@ from arraycore.backend import BINARY_OPS, UNARY_OPS
 from arraycore.testing import assert_close, to_host
 from arraycore.testing import strategies as acst
 
-NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16",
+         "float32", "float64")  # fmt: skip
 SCALARS = (True, 2, 1.5)
 
 
@@ -101,7 +102,7 @@ def _expected(xp: Any, name: str, operands: tuple[Any, ...]) -> Any:
             name,
             *operands,
             default_float=info.default_dtypes()["real floating"],
-            dtypes=tuple(info.dtypes()),
+            dtypes=tuple(acst.device_dtypes(xp)),
         )
     except TypeError:
         return TypeError

@@ -28,7 +28,8 @@ from arraycore.testing import strategies as acst
 
 SETTINGS = settings(max_examples=20, deadline=None)
 
-ALL_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "float16", "float32", "float64")
+ALL_NAMES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+             "float16", "float32", "float64")  # fmt: skip
 KINDS = (
     "bool",
     "signed integer",
@@ -81,19 +82,31 @@ def test_can_cast(xp: Any) -> None:
 
 @pytest.mark.parametrize("name", ["float16", "float32", "float64"])
 def test_finfo(xp: Any, name: str) -> None:
-    if name not in xp.__array_namespace_info__().dtypes():
+    if name not in acst.device_dtypes(xp):
         pytest.skip(f"the device of backend {xp.name!r} has no {name}")
     got, want = xp.finfo(name), np.finfo(name)
     for attr in ("bits", "eps", "max", "min", "smallest_normal", "dtype"):
         assert getattr(got, attr) == getattr(want, attr), attr
+    for attr in ("eps", "max", "min", "smallest_normal"):  # Python floats, not NumPy scalars
+        assert type(getattr(got, attr)) is float, attr
+    assert type(got.bits) is int
     assert xp.finfo(xp.asarray(np.zeros(1, name))).bits == want.bits
+    x = xp.ones(2, dtype=name)  # the fields mix with arrays as any Python float does
+    assert (x + got.eps).dtype == x.dtype
+    with pytest.raises(TypeError, match="finfo"):
+        xp.finfo(xp.int32)
 
 
-@pytest.mark.parametrize("name", ["int8", "int16", "int32", "int64", "uint8"])
+@pytest.mark.parametrize(
+    "name", ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+)
 def test_iinfo(xp: Any, name: str) -> None:
     got, want = xp.iinfo(name), np.iinfo(name)
     for attr in ("bits", "max", "min", "dtype"):
         assert getattr(got, attr) == getattr(want, attr), attr
+    assert all(type(getattr(got, attr)) is int for attr in ("bits", "max", "min"))
+    with pytest.raises(TypeError, match="iinfo"):
+        xp.iinfo(xp.float32)
     assert xp.iinfo(xp.asarray(np.zeros(1, name))).max == want.max
 
 
@@ -158,7 +171,7 @@ def test_astype_copy_semantics(xp: Any) -> None:
 
 # -- dtypes a device lacks -------------------------------------------------------------------------
 def test_a_dtype_the_device_lacks_is_a_type_error_naming_the_device(xp: Any) -> None:
-    available = xp.__array_namespace_info__().dtypes()
+    available = acst.device_dtypes(xp)
     missing = [name for name in ALL_NAMES if name not in available]
     if not missing:
         pytest.skip(f"the device of backend {xp.name!r} has every arraycore dtype")

@@ -108,7 +108,13 @@ def test_binary_mixed_dtypes(xp: Any, name: str, data: st.DataObject) -> None:
     dt1 = data.draw(acst.dtypes(xp, kind), label="dtype1")
     dt2 = data.draw(acst.dtypes(xp, kind), label="dtype2")
     promoted = np.result_type(dt1, dt2)
-    if promoted.name not in xp.__array_namespace_info__().dtypes():
+    if promoted.name not in acst.device_dtypes(xp):
+        return
+    if promoted.kind == "f" and kind in ("integral", ("bool", "integral")):
+        # a signed integer with uint64 promotes to float64 (NumPy 2; the standard leaves it
+        # undefined): an integer-only function refuses it
+        with pytest.raises(TypeError, match=name):
+            getattr(xp, name)(xp.asarray(np.zeros(1, dt1)), xp.asarray(np.zeros(1, dt2)))
         return
     if name == "pow" and promoted.kind == "f" and dt1.kind != "f":
         domain1 = "positive"  # an integer base 0 with a negative float exponent is inf
@@ -257,7 +263,7 @@ def _sub_shape(draw: st.DrawFn, shape: tuple[int, ...]) -> tuple[int, ...]:
 def test_where(xp: Any, data: st.DataObject) -> None:
     dtype1 = data.draw(acst.dtypes(xp), label="dtype1")
     dtype2 = data.draw(st.one_of(st.just(dtype1), acst.dtypes(xp)), label="dtype2")
-    if np.result_type(dtype1, dtype2).name not in xp.__array_namespace_info__().dtypes():
+    if np.result_type(dtype1, dtype2).name not in acst.device_dtypes(xp):
         return
     (sc, s1, s2), _ = data.draw(acst.broadcastable_shapes(3), label="shapes")
     hc = data.draw(acst.arrays(np.bool_, sc), label="condition")

@@ -23,7 +23,18 @@ KINDS: list[Any] = [
     ("bool", "integral"),
     ("real floating", "unsigned integer"),
 ]
-ALWAYS = ("bool", "int8", "int16", "int32", "int64", "uint8", "float32")
+ALWAYS = (
+    "bool",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
+    "float32",
+)
 
 
 def test_capabilities(xp: Any) -> None:
@@ -85,6 +96,22 @@ def test_dtypes(xp: Any) -> None:
         subset = info.dtypes(kind=kind)
         expected = {n: d for n, d in found.items() if np.isdtype(np.dtype(d), kind)}
         assert subset == expected, kind
+
+
+def test_float16_is_listed_only_when_asked_for(xp: Any) -> None:
+    """The standard has no float16: ``dtypes()`` leaves it out; ``dtypes(kind="float16")`` (or
+    the dtype) says whether the device has it."""
+    info = xp.__array_namespace_info__()
+    assert "float16" not in info.dtypes()
+    assert "float16" not in info.dtypes(kind="real floating")
+    half = info.dtypes(kind="float16")
+    assert half == info.dtypes(kind=np.dtype("float16"))
+    assert half in ({}, {"float16": np.dtype("float16")})
+    if half:
+        assert xp.ones(2, dtype=xp.float16).dtype == np.float16
+    else:
+        with pytest.raises(TypeError, match="float16"):
+            xp.ones(2, dtype=xp.float16)
 
 
 def test_declared_dtypes_work(xp: Any) -> None:
