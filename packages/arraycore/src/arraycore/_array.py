@@ -2,7 +2,7 @@
 
 A backend whose arrays are its own class (not NumPy or CuPy arrays) subclasses
 :class:`ArrayBase` and provides ``shape``, ``dtype`` and ``device``; arithmetic operators,
-comparisons, basic indexing, ``T``/``mT``, ``__array_namespace__`` and host conversion then come
+comparisons, indexing (basic, integer arrays, boolean masks), ``T``/``mT``, ``__array_namespace__`` and host conversion then come
 from the array's namespace.
 
 Such arrays never mix silently with NumPy's: ``__array_ufunc__ = None`` makes NumPy's operators

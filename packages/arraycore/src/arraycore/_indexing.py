@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _checks
+from . import _advanced_indexing, _checks
 from ._base import ArrayOrScalar, NamespaceBase
 from .backend import Array, Key
 
@@ -55,8 +55,8 @@ class IndexingFunctions(NamespaceBase):
                 k is None or k is Ellipsis or isinstance(k, slice | int | np.integer)
             ) or isinstance(k, bool | np.bool_):
                 raise IndexError(
-                    f"{op}: only basic indexing (ints, slices, None, ...) is supported on "
-                    f"backend {self.name!r}, got {type(k).__name__}; use take() for gathers"
+                    f"{op}: an index must be an int, a slice, None, ..., an integer array or a "
+                    f"boolean array (or a tuple of those), got {type(k).__name__}"
                 )
         if sum(k is Ellipsis for k in key) > 1:
             raise IndexError(f"{op}: an index can only have a single ellipsis")
@@ -85,12 +85,18 @@ class IndexingFunctions(NamespaceBase):
         return tuple(out)
 
     def getitem(self, x: Array, key: Any, /) -> Array:
-        """``x[key]`` with basic indexing (what ``__getitem__`` of arraycore arrays calls)."""
+        """``x[key]`` (what ``__getitem__`` of arraycore arrays calls): basic indexing (ints,
+        slices, ``...``, ``None``), integer arrays and boolean masks (NumPy's semantics)."""
         self._check("getitem", x)
+        if _advanced_indexing.is_advanced(self, key):
+            return _advanced_indexing.getitem(self, x, key)
         return self._backend.getitem(x, self._normalize_key(x, key))
 
     def setitem(self, x: Array, key: Any, value: ArrayOrScalar, /) -> None:
-        """``x[key] = value`` with basic indexing; ``value`` is cast to ``x.dtype``."""
+        """``x[key] = value``, any key ``getitem`` takes; ``value`` is cast to ``x.dtype``."""
         self._check("setitem", x)
+        if _advanced_indexing.is_advanced(self, key):
+            _advanced_indexing.setitem(self, x, key, value)
+            return
         norm = self._normalize_key(x, key, "setitem")
         self._backend.setitem(x, norm, _checks.setitem_value(self, "setitem", x, norm, value))

@@ -366,8 +366,8 @@ class NamespaceInfo:
     def capabilities(self) -> dict[str, Any]:
         """Capabilities of the default device (boolean indexing, data-dependent shapes, ...)."""
         caps: dict[str, Any] = {
-            "boolean indexing": False,
-            "data-dependent shapes": False,
+            "boolean indexing": True,
+            "data-dependent shapes": True,
             "max dimensions": 64,
         }
         caps.update(self._xp._backend.device.capabilities)
