@@ -2,8 +2,8 @@
 
 A backend whose arrays are its own class (not NumPy or CuPy arrays) subclasses
 :class:`ArrayBase` and provides ``shape``, ``dtype`` and ``device``; arithmetic operators,
-comparisons, indexing (basic, integer arrays, boolean masks), ``T``/``mT``, ``__array_namespace__`` and host conversion then come
-from the array's namespace.
+comparisons, indexing (basic, integer arrays, boolean masks), ``T``/``mT``,
+``__array_namespace__`` and host conversion then come from the array's namespace.
 
 Such arrays never mix silently with NumPy's: ``__array_ufunc__ = None`` makes NumPy's operators
 defer to ours (which refuse host operands) and NumPy's ufuncs refuse them, ``__array_function__``
