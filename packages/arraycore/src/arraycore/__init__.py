@@ -21,7 +21,7 @@ from __future__ import annotations
 import difflib
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +30,10 @@ from ._array import ArrayBase
 from ._checks import checks
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
+from .protocol import ArrayNamespace
+
+if TYPE_CHECKING:
+    from .protocol import InplaceFunctions, NNFunctions, RandomFunctions
 from .backend import Backend, Device
 from .errors import (
     BackendError,
@@ -175,6 +179,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "ArrayBase",
+    "ArrayNamespace",
     "Backend",
     "BackendError",
     "BackendMismatchError",
@@ -194,3 +199,18 @@ __all__ = [
     "use",
     *FUNCTIONS,
 ]
+
+
+if TYPE_CHECKING:  # mypy proves every namespace satisfies the typed protocol
+
+    def _conforms(xp: Namespace) -> ArrayNamespace:
+        return xp
+
+    def _conforms_nn(xp: Namespace) -> NNFunctions:
+        return xp.nn
+
+    def _conforms_inplace(xp: Namespace) -> InplaceFunctions:
+        return xp.inplace
+
+    def _conforms_random(xp: Namespace) -> RandomFunctions:
+        return xp.random

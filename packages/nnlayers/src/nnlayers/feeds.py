@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 import arraycore
+from arraycore import ArrayNamespace
 
 Batch = tuple[Any, ...]
 _LAST_BATCH = ("keep", "drop", "pad")
@@ -87,7 +88,7 @@ class Feed:
         seed: int = 0,
         last_batch: str = "keep",
         *,
-        xp: Any = None,
+        xp: ArrayNamespace | None = None,
     ) -> None:
         self.batch_size = _check_batch_size("Feed", batch_size)
         self.last_batch = _check_last_batch("Feed", last_batch)
@@ -245,7 +246,7 @@ class StreamFeed:
         last_batch: str = "keep",
         shuffle: bool = False,
         seed: int = 0,
-        xp: Any = None,
+        xp: ArrayNamespace | None = None,
     ) -> None:
         self.batch_size = _check_batch_size("StreamFeed", batch_size)
         self.last_batch = _check_last_batch("StreamFeed", last_batch)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from arraycore import BackendMismatchError
+from arraycore import ArrayNamespace, BackendMismatchError
 
 from . import init as initializers
 from .expr.node import Expr
@@ -147,7 +147,7 @@ class Parameter(Expr):
         """Number of elements."""
         return math.prod(int(d) for d in self.spec.shape if d is not None)
 
-    def to_backend(self, xp: Any) -> Any:
+    def to_backend(self, xp: ArrayNamespace) -> Any:
         """Place the value on the namespace ``xp`` for a graph (no copy when it is already there).
 
         The first graph that uses a parameter decides its backend and device; a graph of another
@@ -166,7 +166,7 @@ class Parameter(Expr):
         self._home = xp
         return self._value
 
-    def move_to(self, xp: Any) -> Parameter:
+    def move_to(self, xp: ArrayNamespace) -> Parameter:
         """Move the value (and drop the gradient) to the namespace ``xp``, explicitly, through
         the host; graphs compiled on the old backend no longer run with it. Returns ``self``."""
         self._value = xp.asarray(self.numpy(), dtype=self.spec.dtype)

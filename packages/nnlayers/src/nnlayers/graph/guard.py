@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ..errors import NonFiniteError
 from ..expr.node import Expr
 
 
-def is_finite(xp: Any, x: Any) -> bool:
+def is_finite(xp: ArrayNamespace, x: Any) -> bool:
     """Whether every element of a floating array is finite (non-float arrays always are)."""
     if x is None or getattr(x, "dtype", None) is None or x.dtype.kind != "f":
         return True
@@ -25,13 +27,13 @@ def describe_node(node: Expr) -> str:
     return node.describe() + (f" (built at {site})" if site else "")
 
 
-def check_source(xp: Any, node: Expr, value: Any) -> None:
+def check_source(xp: ArrayNamespace, node: Expr, value: Any) -> None:
     """Raise if a fed or stored source value already holds a NaN or an infinity."""
     if not is_finite(xp, value):
         raise NonFiniteError(f"NaN/Inf guard: {describe_node(node)} holds a NaN or an infinity")
 
 
-def guard_forward(fn: Any, xp: Any, node: Expr, has_residual: bool) -> Any:
+def guard_forward(fn: Any, xp: ArrayNamespace, node: Expr, has_residual: bool) -> Any:
     """``fn`` followed by a finiteness check of its output."""
 
     def run(*inputs: Any) -> Any:
@@ -48,7 +50,9 @@ def guard_forward(fn: Any, xp: Any, node: Expr, has_residual: bool) -> Any:
     return run
 
 
-def guard_backward(fn: Any, xp: Any, node: Expr, nodes: list[Expr], inputs: tuple[int, ...]) -> Any:
+def guard_backward(
+    fn: Any, xp: ArrayNamespace, node: Expr, nodes: list[Expr], inputs: tuple[int, ...]
+) -> Any:
     """``fn`` (a bound backward) followed by a finiteness check of every gradient it returns."""
 
     def run(dy: Any, *args: Any) -> Any:

@@ -20,6 +20,8 @@ from functools import partial
 from operator import itemgetter
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ..expr.node import run_infer
 from ..expr.spec import Spec
 from .analysis import Analysis
@@ -35,7 +37,7 @@ class Plan:
         self,
         analysis: Analysis,
         shapes: dict[int, tuple[int, ...]],
-        xp: Any,
+        xp: ArrayNamespace,
         state: Any,
         guard: bool = False,
         check_specs: bool = False,
@@ -307,11 +309,11 @@ def _getter(slots: tuple[int, ...]) -> Callable[[list[Any]], Any]:
     return lambda values: ()
 
 
-def _bind_forward(op: Any, xp: Any) -> Any:
+def _bind_forward(op: Any, xp: ArrayNamespace) -> Any:
     return partial(op.forward, xp)
 
 
-def _bind_backward(op: Any, xp: Any, needs: tuple[bool, ...]) -> Any:
+def _bind_backward(op: Any, xp: ArrayNamespace, needs: tuple[bool, ...]) -> Any:
     # Called as backward(dy, inputs, output, residual), all positional (no keyword merging
     # per call, as a partial with needs= would do).
     backward = op.backward

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from ..errors import GraphError
 from ..expr.node import Expr, Placeholder
 from ..graph.graph import Graph, check_feed_dtype, check_labels
@@ -378,7 +380,7 @@ class Means:
     what is pending into one array per name and copies it to the host in one transfer.
     """
 
-    def __init__(self, xp: Any, names: Sequence[str]) -> None:
+    def __init__(self, xp: ArrayNamespace, names: Sequence[str]) -> None:
         self.xp = xp
         self.names = list(names)
         self.totals = np.zeros(len(self.names))

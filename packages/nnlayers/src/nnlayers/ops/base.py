@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec, broadcast_shapes
 
@@ -91,13 +93,13 @@ class Op:
             """Output spec from the input specs; raise ``ValueError`` naming the problem."""
             raise NotImplementedError(f"op {self.name!r} has no infer()")
 
-        def forward(self, xp: Any, *inputs: Any) -> Any:
+        def forward(self, xp: ArrayNamespace, *inputs: Any) -> Any:
             """The output (and residual, see ``has_residual``) from the input arrays."""
             raise NotImplementedError(f"op {self.name!r} has no forward()")
 
     def backward(
         self,
-        xp: Any,
+        xp: ArrayNamespace,
         dy: Any,
         inputs: tuple[Any, ...],
         output: Any,
@@ -112,7 +114,7 @@ class Op:
         must lie in ``[0, classes)`` (the graph checks host feeds of it), else None."""
         return None
 
-    def forward_inplace(self, xp: Any, k: int, *inputs: Any) -> Any:
+    def forward_inplace(self, xp: ArrayNamespace, k: int, *inputs: Any) -> Any:
         """Forward writing its result into ``inputs[k]`` (one of :attr:`inplace_inputs`)."""
         raise NotImplementedError(f"op {self.name!r} has no forward_inplace()")
 
@@ -172,7 +174,9 @@ def reduction_plan(
     return axes, lead > 0
 
 
-def unbroadcast(xp: Any, g: Any, shape: tuple[Any, ...], plan: tuple[tuple[int, ...], bool]) -> Any:
+def unbroadcast(
+    xp: ArrayNamespace, g: Any, shape: tuple[Any, ...], plan: tuple[tuple[int, ...], bool]
+) -> Any:
     """The gradient ``g`` of a broadcast result, summed back to the input's ``shape``."""
     axes, drop = plan
     if not axes:
@@ -201,6 +205,6 @@ class Broadcasting(Op):
         require_float(self.name, *specs)
         return result_dtype(*specs)
 
-    def reduce(self, xp: Any, g: Any, i: int) -> Any:
+    def reduce(self, xp: ArrayNamespace, g: Any, i: int) -> Any:
         """Gradient ``g`` summed back to the shape of input ``i``."""
         return unbroadcast(xp, g, self.in_shapes[i], self.plans[i])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from .base import Op
@@ -18,7 +20,7 @@ class StopGradient(Op):
     def infer(self, x: Spec) -> Spec:
         return x
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return x
 
 

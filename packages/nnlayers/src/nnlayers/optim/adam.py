@@ -6,6 +6,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from .base import Array, Optimizer, ParameterLike, _check_positive, _check_unit
 from .schedules import LearningRate
 
@@ -58,7 +60,7 @@ class Adam(Optimizer):
 
     def _update(
         self,
-        xp: Any,
+        xp: ArrayNamespace,
         value: Array,
         grad: Array,
         state: dict[str, Array],
@@ -126,7 +128,7 @@ class AdamW(Adam):
         )
 
 
-def _adam(xp: Any) -> Any:
+def _adam(xp: ArrayNamespace) -> Any:
     """The Adam update as one chain (one fused kernel where the backend fuses)."""
     ip = xp.inplace
 

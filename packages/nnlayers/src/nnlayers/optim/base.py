@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 import arraycore
+from arraycore import ArrayNamespace
 
 from .schedules import LearningRate, describe_lr
 
@@ -233,7 +234,7 @@ class Optimizer:
         self._update_all(xp, updates)
         self.step_count += 1
 
-    def _update_all(self, xp: Any, updates: list[tuple[Any, ...]]) -> None:
+    def _update_all(self, xp: ArrayNamespace, updates: list[tuple[Any, ...]]) -> None:
         """Apply :meth:`_update` to every ``(value, grad, state, tmp, lr, weight_decay,
         count)`` of this step, in order (a subclass may do it in one loop of its own)."""
         update = self._update
@@ -242,7 +243,7 @@ class Optimizer:
 
     def _update(
         self,
-        xp: Any,
+        xp: ArrayNamespace,
         value: Array,
         grad: Array,
         state: dict[str, Array],
@@ -257,7 +258,7 @@ class Optimizer:
         raise NotImplementedError
 
     def _kernel(
-        self, xp: Any, name: str, make: Callable[[Any], Callable[..., Any]]
+        self, xp: ArrayNamespace, name: str, make: Callable[[Any], Callable[..., Any]]
     ) -> Callable[..., Any]:
         """``xp.inplace.fuse(make(xp))``, made once per namespace and ``name``: an update chain
         that runs as one kernel where the backend fuses element-wise work (CUDA), and as the
@@ -274,7 +275,7 @@ class Optimizer:
         kernels[(id(xp), name)] = (xp, fn)
         return fn
 
-    def _scratch_for(self, xp: Any) -> Callable[[Array], tuple[Array, Array]]:
+    def _scratch_for(self, xp: ArrayNamespace) -> Callable[[Array], tuple[Array, Array]]:
         """``get(like) -> (work, tmp)``: two scratch buffers of ``like``'s shape and dtype."""
         cache = self._scratch
         space = id(xp)
@@ -289,7 +290,7 @@ class Optimizer:
 
         return get
 
-    def _tmp_for(self, xp: Any, like: Array) -> Array:
+    def _tmp_for(self, xp: ArrayNamespace, like: Array) -> Array:
         """The ``tmp`` scratch buffer for arrays like ``like`` (cached per shape and dtype)."""
         key = (id(xp), tuple(like.shape), like.dtype)
         found = self._tmp.get(key)
@@ -297,7 +298,7 @@ class Optimizer:
             found = self._tmp[key] = self._view(xp, like, "tmp")
         return found
 
-    def _view(self, xp: Any, like: Array, which: str) -> Array:
+    def _view(self, xp: ArrayNamespace, like: Array, which: str) -> Array:
         # Scratch is used by one parameter at a time, so every shape shares one flat buffer per
         # dtype, as large as the largest parameter: the scratch costs one parameter's memory,
         # not two per shape.
@@ -442,7 +443,7 @@ class Optimizer:
 def global_norm(
     arrays: Sequence[Array],
     *,
-    xp: Any = None,
+    xp: ArrayNamespace | None = None,
     scratch: Callable[[Array], tuple[Array, Array]] | None = None,
 ) -> Array:
     """The L2 norm of all ``arrays`` taken together, as a 0-d array on their device.
@@ -468,7 +469,9 @@ def global_norm(
     return xp.sqrt(total)
 
 
-def clip_scale(norm: Array, max_norm: float, eps: float = 1e-6, *, xp: Any = None) -> Array:
+def clip_scale(
+    norm: Array, max_norm: float, eps: float = 1e-6, *, xp: ArrayNamespace | None = None
+) -> Array:
     """``min(1, max_norm / (norm + eps))`` as a 0-d device array (no host synchronisation)."""
     xp = arraycore.namespace_of(norm) if xp is None else xp
     return xp.minimum(xp.divide(max_norm, xp.add(norm, eps)), 1.0)

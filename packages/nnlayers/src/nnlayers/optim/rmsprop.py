@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from .base import Array, Optimizer, ParameterLike, _check_nonnegative, _check_positive, _check_unit
 from .schedules import LearningRate
 
@@ -55,7 +57,7 @@ class RMSProp(Optimizer):
 
     def _update(
         self,
-        xp: Any,
+        xp: ArrayNamespace,
         value: Array,
         grad: Array,
         state: dict[str, Array],
@@ -94,7 +96,7 @@ class RMSProp(Optimizer):
 def _rmsprop(centered: bool, momentum: bool) -> Any:
     """A maker of the RMSProp update chain for one (centered, momentum) variant."""
 
-    def make(xp: Any) -> Any:
+    def make(xp: ArrayNamespace) -> Any:
         ip = xp.inplace
 
         def rmsprop(

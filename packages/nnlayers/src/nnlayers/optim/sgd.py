@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from .base import Array, Optimizer, ParameterLike, _check_nonnegative
 from .schedules import LearningRate
 
@@ -49,7 +51,7 @@ class SGD(Optimizer):
             lr, params=params, weight_decay=weight_decay, clip_norm=clip_norm, clip_eps=clip_eps
         )
 
-    def _update_all(self, xp: Any, updates: list[tuple[Any, ...]]) -> None:
+    def _update_all(self, xp: ArrayNamespace, updates: list[tuple[Any, ...]]) -> None:
         if not self.momentum or self.nesterov:
             super()._update_all(xp, updates)
             return
@@ -60,7 +62,7 @@ class SGD(Optimizer):
 
     def _update(
         self,
-        xp: Any,
+        xp: ArrayNamespace,
         value: Array,
         grad: Array,
         state: dict[str, Array],
@@ -90,7 +92,7 @@ class SGD(Optimizer):
 
 
 # -- the update chains (one fused kernel each where the backend fuses) -------------------------
-def _plain(xp: Any) -> Any:
+def _plain(xp: ArrayNamespace) -> Any:
     ip = xp.inplace
 
     def sgd(value: Array, grad: Array, tmp: Array, lr: float) -> None:
@@ -100,7 +102,7 @@ def _plain(xp: Any) -> Any:
     return sgd
 
 
-def _momentum(xp: Any) -> Any:
+def _momentum(xp: ArrayNamespace) -> Any:
     ip = xp.inplace
 
     def momentum(
@@ -114,7 +116,7 @@ def _momentum(xp: Any) -> Any:
     return momentum
 
 
-def _nesterov(xp: Any) -> Any:
+def _nesterov(xp: ArrayNamespace) -> Any:
     ip = xp.inplace
 
     def nesterov(

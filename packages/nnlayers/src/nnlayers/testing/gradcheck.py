@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import arraycore
+from arraycore import ArrayNamespace
 
 from .. import expr as ex
 from ..graph.graph import Graph
@@ -45,7 +46,7 @@ def tolerances() -> Tolerances:
     return STRICT if name == "numpy" and arraycore.namespace().name == "numpy" else LOOSE
 
 
-def _to_host(xp: Any, value: Any) -> np.ndarray:
+def _to_host(xp: ArrayNamespace, value: Any) -> np.ndarray:
     return np.asarray(xp.to_numpy(value), dtype=np.float64)
 
 

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from .. import expr as ex
 from ..graph.graph import Graph
 
@@ -35,7 +37,7 @@ ORACLE_TOLERANCES = {
 }
 
 
-def _host(xp: Any, value: Any) -> np.ndarray:
+def _host(xp: ArrayNamespace, value: Any) -> np.ndarray:
     return np.asarray(xp.to_numpy(value), dtype=np.float64)
 
 

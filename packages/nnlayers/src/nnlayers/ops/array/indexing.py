@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import DEFAULT_FLOAT, Spec, normalize_axes
 from ..base import Grads, Inputs, Needs, Op
@@ -67,11 +69,11 @@ class GetItem(Op):
         self.in_shape = x.shape
         return Spec(tuple(shape), x.dtype)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return x[self.index]
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         dx = xp.zeros(self.in_shape, dtype=dy.dtype)
         dx[self.index] = dy
@@ -102,13 +104,13 @@ class Take(Op):
         self.flat_shape = (*x.shape[:ax], n, *x.shape[ax + 1 :])
         return Spec((*x.shape[:ax], *indices.shape, *x.shape[ax + 1 :]), x.dtype)
 
-    def forward(self, xp: Any, x: Any, indices: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any, indices: Any) -> Any:
         out_shape = (*self.in_shape[: self.ax], *indices.shape, *self.in_shape[self.ax + 1 :])
         flat = xp.take(x, xp.reshape(indices, (-1,)), axis=self.ax)
         return xp.reshape(flat, out_shape)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         dx = xp.zeros(self.in_shape, dtype=dy.dtype)
         flat = xp.reshape(inputs[1], (-1,))
@@ -134,7 +136,7 @@ class OneHot(Op):
     def label_input(self, *specs: Spec) -> tuple[int, int | None] | None:
         return (0, self.num_classes) if specs[0].dtype.kind in "iu" else None
 
-    def forward(self, xp: Any, indices: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, indices: Any) -> Any:
         return xp.nn.one_hot(indices, self.num_classes, dtype=self.dtype)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr, as_expr, as_exprs
 from ...expr.spec import Spec, format_shape, normalize_axes
 from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
@@ -48,11 +50,11 @@ class Concat(Op):
             start = stop
         return Spec(tuple(shape), result_dtype(*specs))
 
-    def forward(self, xp: Any, *xs: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, *xs: Any) -> Any:
         return xp.concat(xs, axis=self.ax)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return tuple(dy[k] if need else None for k, need in zip(self.keys, needs, strict=True))
 
@@ -87,13 +89,13 @@ class Pad(Op):
         )
         return Spec(self.out_shape, x.dtype)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         out = xp.full(self.out_shape, self.value, dtype=x.dtype)
         out[self.centre] = x
         return out
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (dy[self.centre],)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, broadcast_shapes, format_shape, normalize_axes
 from ..base import Grads, Inputs, Needs, Op, reduction_plan, unbroadcast
@@ -41,11 +43,11 @@ class Reshape(Op):
         self.out_shape = tuple(target)
         return Spec(self.out_shape, x.dtype)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.reshape(x, self.out_shape)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.reshape(dy, self.in_shape),)
 
@@ -67,11 +69,11 @@ class PermuteDims(Op):
         self.inverse = tuple(sorted(range(x.ndim), key=lambda i: norm[i]))
         return Spec(tuple(x.shape[a] for a in norm), x.dtype)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.permute_dims(x, self.order)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.permute_dims(dy, self.inverse),)
 
@@ -102,11 +104,11 @@ class BroadcastTo(Op):
         self.plan = reduction_plan(x.shape, target)
         return Spec(target, x.dtype)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.broadcast_to(x, self.out_shape)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (unbroadcast(xp, dy, self.in_shape, self.plan),)
 

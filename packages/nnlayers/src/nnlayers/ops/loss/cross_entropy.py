@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr, as_expr, as_exprs, constant
 from ...expr.spec import Spec, format_shape
 from ..base import Grads, Inputs, Needs, Op, require_float, result_dtype
@@ -55,7 +57,7 @@ class SoftmaxCrossEntropy(Op):
         logits, target = specs
         return (1, logits.shape[-1]) if target.dtype.kind in "iu" else None
 
-    def forward(self, xp: Any, logits: Any, target: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, logits: Any, target: Any) -> Any:
         if self.integer:
             # one fused kernel: the loss and its gradient for a loss gradient of 1
             return xp.nn.softmax_cross_entropy(logits, target, self.scale)
@@ -64,7 +66,7 @@ class SoftmaxCrossEntropy(Op):
         return loss, (log_p, target)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         if self.integer:
             # the residual is a new array that nothing else holds: scale it in place
@@ -106,12 +108,12 @@ class SigmoidCrossEntropy(Op):
         self.scale = None if logits.shape[0] is None else 1.0 / max(logits.shape[0], 1)
         return Spec((), result_dtype(logits, target))  # as forward computes it
 
-    def forward(self, xp: Any, x: Any, t: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any, t: Any) -> Any:
         per_element = xp.subtract(_softplus(xp, x), xp.multiply(x, t))
         return xp.multiply(xp.sum(per_element), self.scale)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x, t = inputs
         g = xp.multiply(dy, self.scale)

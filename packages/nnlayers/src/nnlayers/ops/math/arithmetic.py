@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ..base import Broadcasting, Grads, Inputs, Needs, Unary
 
@@ -15,14 +17,14 @@ class Add(Broadcasting):
     fresh_output = True
     inplace_inputs = (0, 1)
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.add(x1, x2)
 
-    def forward_inplace(self, xp: Any, k: int, x1: Any, x2: Any) -> Any:
+    def forward_inplace(self, xp: ArrayNamespace, k: int, x1: Any, x2: Any) -> Any:
         return xp.inplace.add(x1, x2, out=x2 if k else x1)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (
             self.reduce(xp, dy, 0) if needs[0] else None,
@@ -37,14 +39,14 @@ class Subtract(Broadcasting):
     fresh_output = True
     inplace_inputs = (0, 1)
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.subtract(x1, x2)
 
-    def forward_inplace(self, xp: Any, k: int, x1: Any, x2: Any) -> Any:
+    def forward_inplace(self, xp: ArrayNamespace, k: int, x1: Any, x2: Any) -> Any:
         return xp.inplace.subtract(x1, x2, out=x2 if k else x1)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (
             self.reduce(xp, dy, 0) if needs[0] else None,
@@ -64,14 +66,14 @@ class Multiply(Broadcasting):
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return tuple(i for i, other in ((0, 1), (1, 0)) if needs[other])
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.multiply(x1, x2)
 
-    def forward_inplace(self, xp: Any, k: int, x1: Any, x2: Any) -> Any:
+    def forward_inplace(self, xp: ArrayNamespace, k: int, x1: Any, x2: Any) -> Any:
         return xp.inplace.multiply(x1, x2, out=x2 if k else x1)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x1, x2 = inputs
         return (
@@ -91,11 +93,11 @@ class Divide(Broadcasting):
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return (1,)
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.divide(x1, x2)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x2 = inputs[1]
         g = xp.divide(dy, x2)
@@ -114,11 +116,11 @@ class Power(Broadcasting):
     keep_inputs = True
     keep_output = True
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.pow(x1, x2)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x1, x2 = inputs
         g1 = g2 = None
@@ -138,11 +140,11 @@ class Negative(Unary):
 
     name = "negative"
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.negative(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.negative(dy),)
 
@@ -155,11 +157,11 @@ class Abs(Unary):
     name = "abs"
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.abs(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.multiply(dy, xp.sign(inputs[0])),)
 
@@ -172,11 +174,11 @@ class Square(Unary):
     name = "square"
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.multiply(x, x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.multiply(dy, xp.multiply(inputs[0], 2.0)),)
 
@@ -189,11 +191,11 @@ class Sqrt(Unary):
     name = "sqrt"
     keep_output = True
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.sqrt(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.divide(dy, xp.multiply(output, 2.0)),)
 

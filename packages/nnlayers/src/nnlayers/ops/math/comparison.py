@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, broadcast_shapes
 from ..base import (
@@ -30,11 +32,11 @@ class Maximum(Broadcasting):
     name = "maximum"
     keep_inputs = True
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.maximum(x1, x2)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         first = xp.greater_equal(inputs[0], inputs[1])
         return (
@@ -51,11 +53,11 @@ class Minimum(Broadcasting):
     name = "minimum"
     keep_inputs = True
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return xp.minimum(x1, x2)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         first = xp.less_equal(inputs[0], inputs[1])
         return (
@@ -74,11 +76,11 @@ class Clip(Unary):
         self.low = low
         self.high = high
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.clip(x, self.low, self.high)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x = inputs[0]
         if self.low is not None:
@@ -104,11 +106,11 @@ class Where(Op):
         self.plans = (reduction_plan(x1.shape, shape), reduction_plan(x2.shape, shape))
         return Spec(shape, result_dtype(x1, x2))
 
-    def forward(self, xp: Any, cond: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, cond: Any, x1: Any, x2: Any) -> Any:
         return xp.where(cond, x1, x2)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         cond = inputs[0]
         g1 = g2 = None
@@ -131,7 +133,7 @@ class Compare(Op):
     def infer(self, x1: Spec, x2: Spec) -> Spec:
         return Spec(broadcast_shapes(x1.shape, x2.shape), np.dtype("bool"))
 
-    def forward(self, xp: Any, x1: Any, x2: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         return getattr(xp, self.function)(x1, x2)
 
 
@@ -147,11 +149,11 @@ class Astype(Op):
         self.in_dtype = x.dtype
         return Spec(x.shape, self.dtype)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.astype(x, self.dtype)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         if self.in_dtype.kind != "f" or self.dtype.kind != "f":
             raise TypeError(

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ..base import Grads, Inputs, Needs, Unary
 
@@ -16,11 +18,11 @@ class Exp(Unary):
     name = "exp"
     keep_output = True
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.exp(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.multiply(dy, output),)
 
@@ -33,11 +35,11 @@ class Log(Unary):
     name = "log"
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.log(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.divide(dy, inputs[0]),)
 
@@ -50,11 +52,11 @@ class Log1p(Unary):
     name = "log1p"
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.log1p(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.divide(dy, xp.add(inputs[0], 1.0)),)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, broadcast_shapes, format_shape
 from ..base import (
@@ -50,11 +52,11 @@ class MatMul(Op):
         shape = batch + (() if a.ndim == 1 else (a2[-2],)) + (() if b.ndim == 1 else (b2[-1],))
         return Spec(shape, result_dtype(a, b))
 
-    def forward(self, xp: Any, a: Any, b: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, a: Any, b: Any) -> Any:
         return xp.matmul(a, b)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         a, b = inputs
         if self.plain:

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, normalize_axes
 from ..base import Grads, Inputs, Needs, Op, require_float
@@ -32,7 +34,7 @@ class Reduce(Op):
         )
         return Spec(shape, x.dtype)
 
-    def expand(self, xp: Any, g: Any) -> Any:
+    def expand(self, xp: ArrayNamespace, g: Any) -> Any:
         """``g`` (an output-shaped array) reshaped so that it broadcasts against the input."""
         return g if self.keepdims else xp.reshape(g, self.kept_shape)
 
@@ -42,11 +44,11 @@ class Sum(Reduce):
 
     name = "sum"
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.sum(x, axis=self.axes, keepdims=self.keepdims)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.broadcast_to(self.expand(xp, dy), self.in_shape),)
 
@@ -62,11 +64,11 @@ class Mean(Reduce):
         self.scale = None if None in counts else 1.0 / builtins.max(math.prod(counts), 1)  # type: ignore[arg-type]
         return spec
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.multiply(xp.sum(x, axis=self.axes, keepdims=self.keepdims), self.scale)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.broadcast_to(xp.multiply(self.expand(xp, dy), self.scale), self.in_shape),)
 
@@ -80,11 +82,11 @@ class Norm(Reduce):
     keep_inputs = (0,)
     keep_output = True
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.sqrt(xp.sum(xp.multiply(x, x), axis=self.axes, keepdims=self.keepdims))
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         norm = self.expand(xp, output)
         safe = xp.where(xp.greater(norm, 0.0), norm, 1.0)  # x is 0 wherever the norm is
@@ -100,11 +102,11 @@ class Extreme(Reduce):
     keep_output = True
     function = ""
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return getattr(xp, self.function)(x, axis=self.axes, keepdims=self.keepdims)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         hit = xp.astype(xp.equal(inputs[0], self.expand(xp, output)), dy.dtype)
         count = xp.sum(hit, axis=self.axes, keepdims=True)
@@ -144,7 +146,7 @@ class ArgReduce(Op):
         )
         return Spec(shape, np.dtype("int64"))
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return getattr(xp, self.function)(x, axis=self.ax, keepdims=self.keepdims)
 
 

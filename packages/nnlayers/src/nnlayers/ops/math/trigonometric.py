@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ..base import Grads, Inputs, Needs, Unary
 
@@ -16,11 +18,11 @@ class Sin(Unary):
     name = "sin"
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.sin(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.multiply(dy, xp.cos(inputs[0])),)
 
@@ -33,11 +35,11 @@ class Cos(Unary):
     name = "cos"
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.cos(x)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.negative(xp.multiply(dy, xp.sin(inputs[0]))),)
 
