@@ -79,6 +79,11 @@ def dtype_class(dt: str) -> str:
     return "bool" if dt == "bool" else "unsigned"
 
 
+#: Expressions for float16 where computing in float (half's compute type) is not half's answer:
+#: the next representable value after a half is a half step, not a float step.
+_HALF_EXPRS = {"nextafter": "(float)nextafter((half)x, (half)y)"}
+
+
 def _exprs(dt: str, arity: int) -> dict[str, tuple[str, bool]]:
     """op -> (C expression of ``x`` (and ``y``), whether the result is bool), for every primitive
     of the op table with a kernel expression for ``dt``'s class."""
@@ -87,6 +92,8 @@ def _exprs(dt: str, arity: int) -> dict[str, tuple[str, bool]]:
     for op in ELEMENTWISE:
         if op.primitive and op.arity == arity:
             expr = kernel_expression(op, dtype_class(dt))
+            if dt == "float16" and op.name in _HALF_EXPRS:
+                expr = _HALF_EXPRS[op.name]
             if expr is not None:
                 out[op.name] = (expr.format(**words), op.result == "bool")
     return out
