@@ -38,7 +38,8 @@ class DtypeRule:
     """How one function treats dtypes.
 
     ``kind`` is the function's calling pattern (``"unary"``, ``"binary"``, ``"where"``,
-    ``"clip"``, ``"reduction"``, ``"linalg"``, ``"layout"``, ``"creation"``); ``accepts`` is
+    ``"clip"``, ``"reduction"``, ``"linalg"``, ``"layout"``, ``"search"``, ``"creation"``);
+    ``accepts`` is
     a key of :data:`arraycore._optable.ACCEPTS` (``"all"``, ``"numeric"``: bool input is a
     ``TypeError``, ``"integer"``, ``"integer or bool"``); ``result`` names a rule of
     :data:`RESULTS`.
@@ -78,7 +79,8 @@ RULES: dict[str, DtypeRule] = {
     },
     "where": DtypeRule("where", "all", "same"),
     "clip": DtypeRule("clip", "all", "x"),
-    **_rules("reduction", "all", "accumulate", "sum prod cumulative_sum"),
+    **_rules("reduction", "all", "accumulate", "sum prod cumulative_sum cumulative_prod"),
+    **_rules("reduction", "all", "int64", "count_nonzero"),
     **_rules("reduction", "all", "same", "max min"),
     **_rules("reduction", "all", "bool", "any all"),
     **_rules("reduction", "all", "float", "mean var std"),
@@ -92,6 +94,9 @@ RULES: dict[str, DtypeRule] = {
         "broadcast_arrays concat stack flip tile getitem",
     ),
     **_rules("layout", "all", "x", "repeat take take_along_axis"),
+    **_rules("layout", "all", "same", "diff roll tril triu meshgrid unstack"),
+    **_rules("search", "all", "same", "sort unique_values unique_counts unique_inverse unique_all"),
+    **_rules("search", "all", "int64", "argsort searchsorted nonzero"),
     **_rules("creation", "all", "same", "empty_like zeros_like ones_like full_like"),
     "astype": DtypeRule("creation", "all", "requested"),
 }

@@ -24,7 +24,9 @@ from ._elementwise import ElementwiseFunctions
 from ._indexing import IndexingFunctions
 from ._linalg_main import LinearAlgebraFunctions
 from ._manipulation import ManipulationFunctions
+from ._manipulation_more import MoreManipulationFunctions
 from ._reductions import ReductionFunctions
+from ._searching import SearchingFunctions
 from ._subnamespaces import (
     Generator,
     InplaceNamespace,
@@ -43,7 +45,9 @@ class Namespace(
     ReductionFunctions,
     LinearAlgebraFunctions,
     ManipulationFunctions,
+    MoreManipulationFunctions,
     IndexingFunctions,
+    SearchingFunctions,
 ):
     """The array namespace of one backend on one device.
 

@@ -139,16 +139,40 @@ class ReductionFunctions(NamespaceBase):
         include_initial: builtins.bool = False,
     ) -> Array:
         """Running sum along ``axis`` (a log-step scan built from slicing and add)."""
-        self._check("cumulative_sum", x)
+        return self._scan("cumulative_sum", "add", 0, x, axis, dtype, include_initial)
+
+    def cumulative_prod(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int | None = None,
+        dtype: Any = None,
+        include_initial: builtins.bool = False,
+    ) -> Array:
+        """Running product along ``axis`` (a log-step scan built from slicing and multiply)."""
+        return self._scan("cumulative_prod", "multiply", 1, x, axis, dtype, include_initial)
+
+    def _scan(
+        self,
+        op: str,
+        step: str,
+        identity: int,
+        x: Array,
+        axis: int | None,
+        dtype: Any,
+        include_initial: builtins.bool,
+    ) -> Array:
+        self._check(op, x)
         if axis is None:
             if len(x.shape) > 1:
-                raise ValueError(
-                    f"cumulative_sum: axis is required for a {len(x.shape)}-D array {x.shape}"
-                )
+                raise ValueError(f"{op}: axis is required for a {len(x.shape)}-D array {x.shape}")
+            if len(x.shape) == 0:
+                raise ValueError(f"{op}: x must have at least one dimension, got a 0-d array")
             axis = 0
-        (ax,) = normalize_axes(axis, len(x.shape), "cumulative_sum")
+        (ax,) = normalize_axes(axis, len(x.shape), op)
         if dtype is not None:
-            x = self._cast(x, self._dtype(dtype, "cumulative_sum"))
+            x = self._cast(x, self._dtype(dtype, op))
         elif x.dtype.kind in "biu" and x.dtype.itemsize < 8:
             x = self._backend.astype(x, np.dtype("uint64" if x.dtype.kind == "u" else "int64"))
         acc = self._backend.astype(x, x.dtype)
@@ -162,7 +186,7 @@ class ReductionFunctions(NamespaceBase):
             acc = self.concat(
                 [
                     self._backend.getitem(acc, self._axis_key(len(x.shape), ax, slice(0, shift))),
-                    self._backend.binary("add", current, shifted),
+                    self._backend.binary(step, current, shifted),
                 ],
                 axis=ax,
             )
@@ -170,7 +194,7 @@ class ReductionFunctions(NamespaceBase):
         if include_initial:
             shape = list(x.shape)
             shape[ax] = 1
-            acc = self.concat([self._backend.full(tuple(shape), 0, x.dtype), acc], axis=ax)
+            acc = self.concat([self._backend.full(tuple(shape), identity, x.dtype), acc], axis=ax)
         return acc
 
     @staticmethod

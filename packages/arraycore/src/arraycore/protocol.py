@@ -543,6 +543,18 @@ class ArrayNamespace(Protocol):
         """Index of the first minimum along ``axis``."""
         ...
 
+    def argsort(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int = -1,
+        descending: builtins.bool = False,
+        stable: builtins.bool = True,
+    ) -> Array:
+        """Indices (int64) that sort ``x`` along ``axis``; equal elements keep their order, also when ``descending``."""
+        ...
+
     def asarray(
         self,
         obj: Any,
@@ -657,6 +669,29 @@ class ArrayNamespace(Protocol):
         """Element-wise hyperbolic cosine."""
         ...
 
+    def count_nonzero(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: Any = None,
+        keepdims: builtins.bool = False,
+    ) -> Array:
+        """The number (int64) of non-zero elements along ``axis`` (all axes by default)."""
+        ...
+
+    def cumulative_prod(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int | None = None,
+        dtype: Any = None,
+        include_initial: builtins.bool = False,
+    ) -> Array:
+        """Running product along ``axis`` (a log-step scan built from slicing and multiply)."""
+        ...
+
     def cumulative_sum(
         self,
         x: Array,
@@ -667,6 +702,19 @@ class ArrayNamespace(Protocol):
         include_initial: builtins.bool = False,
     ) -> Array:
         """Running sum along ``axis`` (a log-step scan built from slicing and add)."""
+        ...
+
+    def diff(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int = -1,
+        n: int = 1,
+        prepend: Array | None = None,
+        append: Array | None = None,
+    ) -> Array:
+        """The ``n``-th forward difference along ``axis`` (``x[i+1] - x[i]``; for bool arrays ``x[i+1] != x[i]``), with ``prepend``/``append`` joined to ``x`` first."""
         ...
 
     def divide(self, x1: ArrayOrScalar, x2: ArrayOrScalar, /) -> Array:
@@ -882,6 +930,10 @@ class ArrayNamespace(Protocol):
         """Arithmetic mean over ``axis`` (integers give the default float)."""
         ...
 
+    def meshgrid(self, *arrays: Array, indexing: str = 'xy') -> list[Array]:
+        """Coordinate grids from 1-D arrays (``indexing="xy"``: Cartesian, the first two axes swapped; ``"ij"``: matrix indexing)."""
+        ...
+
     def min(self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False) -> Array:
         """Minimum over ``axis``."""
         ...
@@ -904,6 +956,10 @@ class ArrayNamespace(Protocol):
 
     def nextafter(self, x1: ArrayOrScalar, x2: ArrayOrScalar, /) -> Array:
         """Element-wise next representable value after ``x1`` towards ``x2``."""
+        ...
+
+    def nonzero(self, x: Array, /) -> tuple[Array, ...]:
+        """The indices (int64, one array per axis) of the non-zero elements, in row-major order."""
         ...
 
     def not_equal(self, x1: ArrayOrScalar, x2: ArrayOrScalar, /) -> Array:
@@ -966,8 +1022,24 @@ class ArrayNamespace(Protocol):
         """The dtype that results from combining the given arrays, dtypes and Python scalars."""
         ...
 
+    def roll(self, x: Array, /, shift: int | Sequence[int], *, axis: Any = None) -> Array:
+        """Elements shifted by ``shift`` along ``axis`` (of the flattened array if None), those leaving one end coming back at the other."""
+        ...
+
     def round(self, x: Array, /) -> Array:
         """Element-wise rounding to the nearest integer, halves to even."""
+        ...
+
+    def searchsorted(
+        self,
+        x1: Array,
+        x2: Array,
+        /,
+        *,
+        side: str = 'left',
+        sorter: Array | None = None,
+    ) -> Array:
+        """Indices (int64) where the elements of ``x2`` would be inserted into the sorted 1-D ``x1`` to keep it sorted (``side="left"``: before equal elements; ``"right"``: after)."""
         ...
 
     def setitem(self, x: Array, key: Any, value: ArrayOrScalar, /) -> None:
@@ -988,6 +1060,18 @@ class ArrayNamespace(Protocol):
 
     def sinh(self, x: Array, /) -> Array:
         """Element-wise hyperbolic sine."""
+        ...
+
+    def sort(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int = -1,
+        descending: builtins.bool = False,
+        stable: builtins.bool = True,
+    ) -> Array:
+        """``x`` sorted along ``axis`` (NaNs last; ``descending`` reverses the order)."""
         ...
 
     def sqrt(self, x: Array, /) -> Array:
@@ -1062,8 +1146,36 @@ class ArrayNamespace(Protocol):
         """Copy ``x`` to the host as a NumPy array (waits for the device)."""
         ...
 
+    def tril(self, x: Array, /, *, k: int = 0) -> Array:
+        """The lower triangle of the last two axes (elements above diagonal ``k`` zeroed)."""
+        ...
+
+    def triu(self, x: Array, /, *, k: int = 0) -> Array:
+        """The upper triangle of the last two axes (elements below diagonal ``k`` zeroed)."""
+        ...
+
     def trunc(self, x: Array, /) -> Array:
         """Element-wise rounding towards zero (integers unchanged)."""
+        ...
+
+    def unique_all(self, x: Array, /) -> Any:
+        """``(values, indices, inverse_indices, counts)``: the distinct elements, the flat index of each one's first occurrence, each element's value index and the counts (int64)."""
+        ...
+
+    def unique_counts(self, x: Array, /) -> Any:
+        """``(values, counts)``: the distinct elements and how often each occurs (int64)."""
+        ...
+
+    def unique_inverse(self, x: Array, /) -> Any:
+        """``(values, inverse_indices)``: the distinct elements, and for each element of ``x`` the index of its value (int64, of ``x``'s shape)."""
+        ...
+
+    def unique_values(self, x: Array, /) -> Array:
+        """The distinct elements of ``x``, sorted, as a 1-D array (every NaN distinct)."""
+        ...
+
+    def unstack(self, x: Array, /, *, axis: int = 0) -> tuple[Array, ...]:
+        """The slices of ``x`` along ``axis``, as a tuple of arrays."""
         ...
 
     def var(

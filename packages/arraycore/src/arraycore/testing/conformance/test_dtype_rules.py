@@ -78,6 +78,20 @@ CALLS: dict[str, tuple[int, Call]] = {
     "ones_like": (1, lambda xp, x: xp.ones_like(x)),
     "full_like": (1, lambda xp, x: xp.full_like(x, True)),
     "astype": (2, lambda xp, x, like: xp.astype(x, like.dtype)),
+    "diff": (1, lambda xp, x: xp.diff(x, axis=0)),
+    "roll": (1, lambda xp, x: xp.roll(x, 1, axis=0)),
+    "tril": (1, lambda xp, x: xp.tril(x)),
+    "triu": (1, lambda xp, x: xp.triu(x, k=1)),
+    "meshgrid": (1, lambda xp, x: xp.meshgrid(x[0], x[1])[0]),
+    "unstack": (1, lambda xp, x: xp.unstack(x)[0]),
+    "sort": (1, lambda xp, x: xp.sort(x)),
+    "argsort": (1, lambda xp, x: xp.argsort(x)),
+    "searchsorted": (2, lambda xp, a, v: xp.searchsorted(a[0], v)),
+    "nonzero": (1, lambda xp, x: xp.nonzero(x)[0]),
+    "unique_values": (1, lambda xp, x: xp.unique_values(x)),
+    "unique_counts": (1, lambda xp, x: xp.unique_counts(x).values),
+    "unique_inverse": (1, lambda xp, x: xp.unique_inverse(x).values),
+    "unique_all": (1, lambda xp, x: xp.unique_all(x).values),
 }
 #: Functions whose two data arguments may also be Python scalars.
 WITH_SCALARS = frozenset(_of("binary")) | {"where"}

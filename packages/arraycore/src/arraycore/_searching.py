@@ -1,0 +1,205 @@
+"""Sorting, searching and set functions: sort, argsort, searchsorted, nonzero, count_nonzero and
+the four unique_* functions.
+
+``nonzero``, ``count_nonzero`` and ``searchsorted`` are built from the primitives (on the device;
+``nonzero`` reads one count back, as any data-dependent shape must). Sorting and the set
+functions run on the host in arraycore's derived version (listed by ``arraycore info``, see
+``docs/host-path.md``): a backend with a device sort overrides them (NumPy binds its own, the
+CUDA backend CuPy's).
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _advanced_indexing, _host
+from ._base import NamespaceBase
+from .backend import Array, normalize_axes
+
+_INT64 = np.dtype("int64")
+
+#: Most comparisons one searchsorted step broadcasts at once (the rest go in further steps).
+SEARCH_CHUNK = 1 << 22
+
+
+class UniqueAllResult(NamedTuple):
+    values: Any
+    indices: Any
+    inverse_indices: Any
+    counts: Any
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Any
+    counts: Any
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Any
+    inverse_indices: Any
+
+
+def _axis(op: str, x: Array, axis: int) -> int:
+    if len(x.shape) == 0:
+        raise ValueError(f"{op}: x must have at least one dimension, got a 0-d array")
+    (ax,) = normalize_axes(axis, len(x.shape), op)
+    return ax
+
+
+def _host_sort(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    result: np.ndarray = np.sort(a, axis=axis, kind="stable")
+    return np.flip(result, axis=axis) if descending else result
+
+
+def _host_argsort(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    if not descending:
+        return np.argsort(a, axis=axis, kind="stable").astype(_INT64)
+    # stable and descending: sort the reversed array, then map the positions back
+    n = a.shape[axis]
+    order = np.argsort(np.flip(a, axis=axis), axis=axis, kind="stable")
+    result: np.ndarray = (n - 1 - np.flip(order, axis=axis)).astype(_INT64)
+    return result
+
+
+def _host_unique(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """values, first indices, inverse indices (of ``a``'s shape) and counts, each NaN distinct."""
+    flat = a.reshape(-1)
+    values, indices, inverse, counts = np.unique(
+        flat, return_index=True, return_inverse=True, return_counts=True, equal_nan=False
+    )
+    i64 = _INT64
+    return values, indices.astype(i64), inverse.reshape(a.shape).astype(i64), counts.astype(i64)
+
+
+class SearchingFunctions(NamespaceBase):
+    """Sorting, searching and set functions (see the module docstring for where each runs)."""
+
+    @_host.host_function("sort")
+    def sort(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int = -1,
+        descending: builtins.bool = False,
+        stable: builtins.bool = True,
+    ) -> Array:
+        """``x`` sorted along ``axis`` (NaNs last; ``descending`` reverses the order)."""
+        self._check("sort", x)
+        ax = _axis("sort", x, axis)
+        return _host.run(self, _host_sort, x, axis=ax, descending=bool(descending))
+
+    @_host.host_function("argsort")
+    def argsort(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: int = -1,
+        descending: builtins.bool = False,
+        stable: builtins.bool = True,
+    ) -> Array:
+        """Indices (int64) that sort ``x`` along ``axis``; equal elements keep their order,
+        also when ``descending``."""
+        self._check("argsort", x)
+        ax = _axis("argsort", x, axis)
+        return _host.run(self, _host_argsort, x, axis=ax, descending=bool(descending))
+
+    def searchsorted(
+        self, x1: Array, x2: Array, /, *, side: str = "left", sorter: Array | None = None
+    ) -> Array:
+        """Indices (int64) where the elements of ``x2`` would be inserted into the sorted 1-D
+        ``x1`` to keep it sorted (``side="left"``: before equal elements; ``"right"``: after)."""
+        self._check("searchsorted", x1, x2)
+        if len(x1.shape) != 1:
+            raise ValueError(f"searchsorted: x1 must be 1-D, got shape {tuple(x1.shape)}")
+        if side not in ("left", "right"):
+            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        if sorter is not None:
+            self._check("searchsorted", sorter)
+            if tuple(sorter.shape) != tuple(x1.shape) or sorter.dtype.kind not in "iu":
+                raise ValueError(
+                    f"searchsorted: sorter must be integer indices of x1's shape "
+                    f"{tuple(x1.shape)}, got {sorter.dtype} of shape {tuple(sorter.shape)}"
+                )
+            x1 = self.take(x1, sorter, axis=0)
+        a, v = self._promote("searchsorted", x1, x2)
+        n, count = a.shape[0], math.prod(v.shape)
+        if n == 0 or count == 0:
+            return self._backend.full(tuple(v.shape), 0, _INT64)
+        flat = self._backend.reshape(v, (count, 1))
+        step = max(1, SEARCH_CHUNK // n)
+        parts = []
+        for start in range(0, count, step):
+            chunk = self._backend.getitem(flat, (slice(start, start + step), slice(None)))
+            hits = self._sorts_before(a, chunk, side)  # (chunk, n): x1[j] goes before the value
+            parts.append(self.sum(hits, axis=1, dtype=_INT64))
+        found = parts[0] if len(parts) == 1 else self.concat(parts)
+        return self._backend.reshape(found, tuple(v.shape))
+
+    def _sorts_before(self, a: Array, v: Array, side: str) -> Array:
+        """Whether ``a[j]`` goes before the value ``v`` (NaNs sort last, as in ``sort``)."""
+        bk = self._backend
+        hits = bk.binary("less" if side == "left" else "less_equal", a, v)
+        if a.dtype.kind != "f":
+            return hits
+        nan_value = bk.unary("isnan", v)
+        if side == "left":  # every number goes before a NaN value, a NaN element does not
+            nan_value = bk.binary(
+                "logical_and", nan_value, bk.unary("logical_not", bk.unary("isnan", a))
+            )
+        return bk.binary("logical_or", hits, nan_value)
+
+    def nonzero(self, x: Array, /) -> tuple[Array, ...]:
+        """The indices (int64, one array per axis) of the non-zero elements, in row-major order."""
+        self._check("nonzero", x)
+        if len(x.shape) == 0:
+            raise ValueError("nonzero: x must have at least one dimension, got a 0-d array")
+        mask = self.not_equal(x, self._backend.full((), 0, x.dtype))
+        positions = _advanced_indexing.flat_nonzero(self, mask)
+        coords = []
+        for j, size in enumerate(x.shape):
+            inner = math.prod(x.shape[j + 1 :])
+            coord = self.floor_divide(positions, inner) if inner != 1 else positions
+            coords.append(self.remainder(coord, size) if j else coord)
+        return tuple(coords)
+
+    def count_nonzero(
+        self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False
+    ) -> Array:
+        """The number (int64) of non-zero elements along ``axis`` (all axes by default)."""
+        self._check("count_nonzero", x)
+        nonzero = self.not_equal(x, self._backend.full((), 0, x.dtype))
+        return self.sum(nonzero, axis=axis, keepdims=keepdims, dtype=_INT64)
+
+    @_host.host_function("unique_values")
+    def unique_values(self, x: Array, /) -> Array:
+        """The distinct elements of ``x``, sorted, as a 1-D array (every NaN distinct)."""
+        self._check("unique_values", x)
+        return _host.run(self, lambda a: _host_unique(a)[0], x)
+
+    @_host.host_function("unique_counts")
+    def unique_counts(self, x: Array, /) -> UniqueCountsResult:
+        """``(values, counts)``: the distinct elements and how often each occurs (int64)."""
+        self._check("unique_counts", x)
+        values, _, _, counts = _host.run(self, _host_unique, x)
+        return UniqueCountsResult(values, counts)
+
+    @_host.host_function("unique_inverse")
+    def unique_inverse(self, x: Array, /) -> UniqueInverseResult:
+        """``(values, inverse_indices)``: the distinct elements, and for each element of ``x``
+        the index of its value (int64, of ``x``'s shape)."""
+        self._check("unique_inverse", x)
+        values, _, inverse, _ = _host.run(self, _host_unique, x)
+        return UniqueInverseResult(values, inverse)
+
+    @_host.host_function("unique_all")
+    def unique_all(self, x: Array, /) -> UniqueAllResult:
+        """``(values, indices, inverse_indices, counts)``: the distinct elements, the flat index
+        of each one's first occurrence, each element's value index and the counts (int64)."""
+        self._check("unique_all", x)
+        return UniqueAllResult(*_host.run(self, _host_unique, x))
