@@ -33,4 +33,5 @@ def test_namespaces_satisfy_the_protocol() -> None:
     assert isinstance(xp.nn, protocol.NNFunctions)
     assert isinstance(xp.inplace, protocol.InplaceFunctions)
     assert isinstance(xp.random, protocol.RandomFunctions)
+    assert isinstance(xp.linalg, protocol.LinalgFunctions)
     assert arraycore.ArrayNamespace is protocol.ArrayNamespace

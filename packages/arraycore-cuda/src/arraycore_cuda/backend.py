@@ -49,6 +49,7 @@ from arraycore.backend import (
 from arraycore.backend import UNARY_OPS as _UNARY
 from arraycore.errors import BackendMismatchError
 
+from ._linalg_cuda import LINALG_NAMES, linalg_table
 from ._nn_cuda import NN_OVERRIDES, CudaNN
 
 #: pip command quoted in "cannot run here" errors.
@@ -92,6 +93,7 @@ CUPY_OVERRIDE_NAMES = frozenset(
         "sign",
         "from_dlpack",
         *(f"inplace.{op}" for op in (*UNARY_OPS, *BINARY_OPS)),
+        *(f"linalg.{name}" for name in LINALG_NAMES),
     ]
 )
 
@@ -477,6 +479,7 @@ def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
         if entry.primitive:
             op = entry.name
             table[f"inplace.{op}"] = table[op] if op in table else getattr(cp, entry.reference)
+    table.update(linalg_table(cp))
     return table
 
 

@@ -28,12 +28,13 @@ import numpy as np
 from . import _dtypes, _registry
 from ._array import ArrayBase
 from ._checks import checks
+from ._linalg import LinalgNamespace
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
 from .protocol import ArrayNamespace
 
 if TYPE_CHECKING:
-    from .protocol import InplaceFunctions, NNFunctions, RandomFunctions
+    from .protocol import InplaceFunctions, LinalgFunctions, NNFunctions, RandomFunctions
 from .backend import Backend, Device
 from .errors import (
     BackendError,
@@ -116,6 +117,26 @@ nn = _SubDispatch("nn")
 inplace = _SubDispatch("inplace")
 
 
+class _LinalgDispatch:
+    """``arraycore.linalg``: the standard's ``linalg`` extension, dispatching on the arrays
+    passed, each function with the true signature of ``xp.linalg``'s."""
+
+    def __repr__(self) -> str:
+        return "<arraycore.linalg: dispatches to the arrays' backend>"
+
+
+linalg = _LinalgDispatch()
+for _name, _fn in inspect.getmembers(LinalgNamespace, inspect.isfunction):
+    if not _name.startswith("_"):
+        _function = _dispatch(_name, "linalg")
+        _sig = inspect.signature(_fn)
+        _function.__signature__ = _sig.replace(  # type: ignore[attr-defined]
+            parameters=list(_sig.parameters.values())[1:]
+        )
+        _function.__doc__ = _fn.__doc__
+        setattr(linalg, _name, _function)
+
+
 class _RandomDispatch:
     """``arraycore.random.default_rng(seed)``: a generator on the active backend."""
 
@@ -172,7 +193,7 @@ del _name
 
 def __getattr__(name: str) -> Any:
     """Module attributes that do not exist: an error with the closest names."""
-    close = difflib.get_close_matches(name, [*FUNCTIONS, "nn", "inplace", "random"], n=3)
+    close = difflib.get_close_matches(name, [*FUNCTIONS, "nn", "inplace", "random", "linalg"], n=3)
     hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
     raise AttributeError(f"module 'arraycore' has no attribute {name!r}{hint}")
 
@@ -194,6 +215,7 @@ __all__ = [
     "inplace",
     "namespace",
     "namespace_of",
+    "linalg",
     "nn",
     "random",
     "use",
@@ -214,3 +236,6 @@ if TYPE_CHECKING:  # mypy proves every namespace satisfies the typed protocol
 
     def _conforms_random(xp: Namespace) -> RandomFunctions:
         return xp.random
+
+    def _conforms_linalg(xp: Namespace) -> LinalgFunctions:
+        return xp.linalg

@@ -42,7 +42,10 @@ def to_host(xp: NamespaceBase, x: Any) -> np.ndarray:
 
 def to_device(xp: NamespaceBase, a: Any) -> Any:
     """A NumPy result back on ``xp``'s device, in native byte order."""
-    return xp._backend.from_numpy(np.ascontiguousarray(a))
+    host = np.asarray(a, order="C")  # (ascontiguousarray would make a 0-d result 1-d)
+    return xp._backend.from_numpy(
+        host if host.dtype.isnative else host.astype(host.dtype.newbyteorder("="))
+    )
 
 
 def run(xp: NamespaceBase, fn: Callable[..., Any], *arrays: Any, **kwargs: Any) -> Any:

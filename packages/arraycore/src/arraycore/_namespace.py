@@ -22,6 +22,7 @@ from ._creation import CreationFunctions
 from ._dtypes import can_cast, finfo, iinfo, isdtype, result_type
 from ._elementwise import ElementwiseFunctions
 from ._indexing import IndexingFunctions
+from ._linalg import LinalgNamespace
 from ._linalg_main import LinearAlgebraFunctions
 from ._manipulation import ManipulationFunctions
 from ._manipulation_more import MoreManipulationFunctions
@@ -52,7 +53,8 @@ class Namespace(
     """The array namespace of one backend on one device.
 
     Get one with :func:`arraycore.namespace`; its functions follow the Array API standard. The
-    sub-namespaces ``nn``, ``inplace`` and ``random`` hold what the standard lacks.
+    ``linalg`` extension is ``xp.linalg``; the sub-namespaces ``nn``, ``inplace`` and ``random``
+    hold what the standard lacks.
     """
 
     __array_api_version__ = "2024.12"
@@ -93,6 +95,7 @@ class Namespace(
         self.nn = NNNamespace(self)
         self.inplace = InplaceNamespace(self)
         self.random = RandomNamespace(self)
+        self.linalg = LinalgNamespace(self)
         self._info = NamespaceInfo(self)
         for dotted, fn in backend.overrides().items():
             owner: Any = self

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ._linalg import LinalgNamespace
 from ._namespace import Namespace
 from ._optable import ELEMENTWISE
 from ._subnamespaces import InplaceNamespace, NNNamespace, RandomNamespace
@@ -154,7 +155,12 @@ def render() -> str:
     """The text of ``protocol.py`` for the namespace as it is now."""
     dtypes = [n for n in dir(Namespace) if isinstance(getattr(Namespace, n), type(Namespace.int8))]
     constants = [n for n in ("e", "pi", "inf", "nan") if hasattr(Namespace, n)]
-    subs = {"nn": "NNFunctions", "inplace": "InplaceFunctions", "random": "RandomFunctions"}
+    subs = {
+        "nn": "NNFunctions",
+        "inplace": "InplaceFunctions",
+        "random": "RandomFunctions",
+        "linalg": "LinalgFunctions",
+    }
     lines = [HEADER.rstrip("\n")]
     lines += _protocol("NNFunctions", NNNamespace, "``xp.nn``: neural-network kernels.", [])
     inplace = []  # the out= form of every op-table entry (made on first use, not class members)
@@ -170,6 +176,7 @@ def render() -> str:
         "InplaceFunctions", InplaceNamespace, "``xp.inplace``: ``out=`` forms.", inplace
     )
     lines += _protocol("RandomFunctions", RandomNamespace, "``xp.random``: seeded numbers.", [])
+    lines += _protocol("LinalgFunctions", LinalgNamespace, "``xp.linalg``: the extension.", [])
     extra = [
         "    __array_api_version__: str",
         "    __name__: str",

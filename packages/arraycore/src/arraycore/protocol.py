@@ -461,6 +461,118 @@ class RandomFunctions(Protocol):
 
 
 @runtime_checkable
+class LinalgFunctions(Protocol):
+    """``xp.linalg``: the extension."""
+
+    def cholesky(self, x: Array, /, *, upper: builtins.bool = False) -> Array:
+        """The Cholesky factor of each symmetric positive-definite matrix (lower, or upper)."""
+        ...
+
+    def cross(self, x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
+        """The cross product of 3-element vectors along ``axis`` (broadcast together)."""
+        ...
+
+    def det(self, x: Array, /) -> Array:
+        """The determinant of each square matrix."""
+        ...
+
+    def diagonal(self, x: Array, /, *, offset: int = 0) -> Array:
+        """The ``offset`` diagonal of each matrix in the last two axes."""
+        ...
+
+    def eigh(self, x: Array, /) -> Any:
+        """``(eigenvalues, eigenvectors)`` of each symmetric matrix, eigenvalues ascending."""
+        ...
+
+    def eigvalsh(self, x: Array, /) -> Array:
+        """The eigenvalues of each symmetric matrix, ascending."""
+        ...
+
+    def inv(self, x: Array, /) -> Array:
+        """The inverse of each square matrix."""
+        ...
+
+    def matmul(self, x1: Array, x2: Array, /) -> Array:
+        """Matrix product (the main namespace's ``matmul``)."""
+        ...
+
+    def matrix_norm(
+        self,
+        x: Array,
+        /,
+        *,
+        keepdims: builtins.bool = False,
+        ord: Any = 'fro',
+    ) -> Array:
+        """The ``ord``-norm of each matrix in the last two axes: ``"fro"``, ``"nuc"``, 1, -1, 2, -2, ``inf``, ``-inf`` (NumPy's meanings)."""
+        ...
+
+    def matrix_power(self, x: Array, n: int, /) -> Array:
+        """``x`` multiplied by itself ``n`` times (``n < 0``: the inverse's power; 0: identity)."""
+        ...
+
+    def matrix_rank(self, x: Array, /, *, rtol: Any = None) -> Array:
+        """The rank (int64) of each matrix: singular values above ``rtol`` times the largest (default: ``max(M, N) * eps``)."""
+        ...
+
+    def matrix_transpose(self, x: Array, /) -> Array:
+        """The last two axes swapped (the main namespace's ``matrix_transpose``)."""
+        ...
+
+    def outer(self, x1: Array, x2: Array, /) -> Array:
+        """The outer product of two 1-D arrays: ``x1[i] * x2[j]``."""
+        ...
+
+    def pinv(self, x: Array, /, *, rtol: Any = None) -> Array:
+        """The Moore-Penrose pseudo-inverse; singular values below ``rtol`` times the largest count as zero (default: ``max(M, N) * eps``)."""
+        ...
+
+    def qr(self, x: Array, /, *, mode: str = 'reduced') -> Any:
+        """``(Q, R)`` of each matrix (``mode="reduced"`` or ``"complete"``)."""
+        ...
+
+    def slogdet(self, x: Array, /) -> Any:
+        """``(sign, logabsdet)`` of the determinant of each square matrix."""
+        ...
+
+    def solve(self, x1: Array, x2: Array, /) -> Array:
+        """The solution ``X`` of ``x1 @ X = x2`` (``x2`` 1-D: one vector; else stacks of matrices, batch axes broadcast)."""
+        ...
+
+    def svd(self, x: Array, /, *, full_matrices: builtins.bool = True) -> Any:
+        """``(U, S, Vh)`` of each matrix, singular values descending."""
+        ...
+
+    def svdvals(self, x: Array, /) -> Array:
+        """The singular values of each matrix, descending."""
+        ...
+
+    def tensordot(self, x1: Array, x2: Array, /, *, axes: Any = 2) -> Array:
+        """Tensor contraction (the main namespace's ``tensordot``)."""
+        ...
+
+    def trace(self, x: Array, /, *, offset: int = 0, dtype: Any = None) -> Array:
+        """The sum of the ``offset`` diagonal of each matrix (the dtype rule of ``sum``)."""
+        ...
+
+    def vecdot(self, x1: Array, x2: Array, /, *, axis: int = -1) -> Array:
+        """Dot product along ``axis`` (the main namespace's ``vecdot``)."""
+        ...
+
+    def vector_norm(
+        self,
+        x: Array,
+        /,
+        *,
+        axis: Any = None,
+        keepdims: builtins.bool = False,
+        ord: Any = 2,
+    ) -> Array:
+        """The ``ord``-norm of the vectors along ``axis`` (all elements by default): 2, 1, any p, ``inf`` (largest magnitude), ``-inf`` (smallest) or 0 (number of non-zeros)."""
+        ...
+
+
+@runtime_checkable
 class ArrayNamespace(Protocol):
     """An arraycore namespace: the Array API standard's functions on one backend and device."""
 
@@ -482,6 +594,9 @@ class ArrayNamespace(Protocol):
 
     @property
     def random(self) -> RandomFunctions: ...
+
+    @property
+    def linalg(self) -> LinalgFunctions: ...
 
 
     def abs(self, x: Array, /) -> Array:
