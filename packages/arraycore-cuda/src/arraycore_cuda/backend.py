@@ -51,6 +51,7 @@ from arraycore.errors import BackendMismatchError
 
 from ._linalg_cuda import LINALG_NAMES, linalg_table
 from ._nn_cuda import NN_OVERRIDES, CudaNN
+from ._searching_cuda import SEARCH_NAMES, search_table
 
 #: pip command quoted in "cannot run here" errors.
 INSTALL_HINT = 'pip install "arraycore[cuda12]"   (or "arraycore[cuda13]" for a CUDA 13 driver)'
@@ -94,6 +95,7 @@ CUPY_OVERRIDE_NAMES = frozenset(
         "from_dlpack",
         *(f"inplace.{op}" for op in (*UNARY_OPS, *BINARY_OPS)),
         *(f"linalg.{name}" for name in LINALG_NAMES),
+        *SEARCH_NAMES,
     ]
 )
 
@@ -480,6 +482,7 @@ def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
             op = entry.name
             table[f"inplace.{op}"] = table[op] if op in table else getattr(cp, entry.reference)
     table.update(linalg_table(cp))
+    table.update(search_table(cp))
     return table
 
 

@@ -108,9 +108,11 @@ RULES: dict[str, DtypeRule] = {
 COMPARISONS = frozenset({"equal", "not_equal", "less", "less_equal", "greater", "greater_equal"})
 LOGICAL = frozenset({"logical_and", "logical_or", "logical_not", "logical_xor"})
 
-#: Functions whose overrides :func:`guard` wraps (with ``inplace.<name>`` for element-wise ones).
+#: Functions whose overrides :func:`guard` wraps (with ``inplace.<name>`` for element-wise ones):
+#: not layout, creation and search functions, whose results keep the input's dtype (or int64)
+#: in every array library.
 GUARDED: frozenset[str] = frozenset(
-    [n for n, r in RULES.items() if r.kind not in ("layout", "creation")]
+    [n for n, r in RULES.items() if r.kind not in ("layout", "creation", "search")]
     + [f"inplace.{n}" for n, r in RULES.items() if r.kind in ("unary", "binary")]
 )
 
