@@ -50,3 +50,12 @@ def test_the_table_of_checked_overrides_is_arraycores() -> None:
     rows = [line for line in section.splitlines() if line.startswith("| `")]
     documented = {name for row in rows for name in re.findall(r"`([a-z_.]+)`", row.split("|")[1])}
     assert documented == set(_checks.GUARDS)
+
+
+def test_the_host_path_page_lists_every_host_function() -> None:
+    from arraycore import _host
+
+    page = (PACKAGE / "docs" / "host-path.md").read_text(encoding="utf-8")
+    for dotted in sorted(_host.HOST_FUNCTIONS):
+        name = dotted.removeprefix("linalg.")
+        assert f"`{dotted}`" in page or f"`{name}`" in page, dotted
