@@ -147,6 +147,9 @@ nox.options.sessions = [
     "conformance(opencl)",
     "tests_on(opencl)",
     "oracle",
+    "array_api_tests(numpy-reference)",
+    "array_api_tests(numpy)",
+    "array_api_tests(opencl)",
     "build",
     "install_check",
     "wheelhouse",
@@ -237,6 +240,80 @@ def run_nnlayers_suite(session: nox.Session, backend: str, install: list[str]) -
 #: PyTorch for the oracle and the benchmark: installed with plain pip, which takes the CPU build
 #: where pip's configuration offers one (uv would fetch a CUDA build of several GB).
 TORCH = "torch==2.13.0"
+
+
+#: The suite's own checkout (data-apis/array-api-tests is not on the package index).
+ARRAY_API_TESTS_DIR = "ARRAY_API_TESTS_DIR"
+#: Our lists for it: expected failures with a reason each, skips, the no-shrink plugin.
+ARRAY_API_LISTS = ROOT / "packages" / "arraycore" / "tests" / "array-api-tests"
+#: What the runs leave out: complex dtypes and the fft extension (not implemented).
+ARRAY_API_SKIP_DTYPES = "complex64,complex128"
+ARRAY_API_DISABLED = ["fft"]
+#: The targets: NumPy itself (the reference run) and the `arraycore` module on each backend.
+ARRAY_API_TARGETS = ["numpy-reference", "numpy", "opencl", "cuda"]
+#: Pinned with --hypothesis-derandomize, so that a run draws the same examples every time.
+ARRAY_API_HYPOTHESIS = "hypothesis==6.170.17"
+
+
+@nox.session
+@nox.parametrize("target", ARRAY_API_TARGETS, ids=ARRAY_API_TARGETS)
+def array_api_tests(session: nox.Session, target: str) -> None:
+    """data-apis/array-api-tests (2024.12) against the ``arraycore`` module on one backend, or
+    against NumPy itself (``numpy-reference``) for comparison.
+
+    The suite comes from ``$ARRAY_API_TESTS_DIR`` (CI: ``../shared/array-api-tests``); without it
+    the session skips. 10 examples per test, Hypothesis' shrink phase off and derandomized, so a
+    run takes well under a minute per backend. Expected failures, each with its reason, are in
+    ``packages/arraycore/tests/array-api-tests`` (a backend whose device is absent skips).
+    """
+    suite = Path(os.environ.get(ARRAY_API_TESTS_DIR, "") or "/nonexistent")
+    if not (suite / "array_api_tests").is_dir():
+        session.skip(
+            f"set {ARRAY_API_TESTS_DIR} to a checkout of data-apis/array-api-tests (with the "
+            "standard's stubs in its array-api/ folder); CI uses ../shared/array-api-tests"
+        )
+    backend = "numpy" if target == "numpy-reference" else target
+    session.install(
+        *CORE.requirement("test"),
+        *backend_requirement(backend),
+        "-r",
+        str(suite / "requirements.txt"),
+        ARRAY_API_HYPOTHESIS,
+    )
+    env = {
+        "ARRAY_API_TESTS_MODULE": "numpy" if target == "numpy-reference" else "arraycore",
+        "ARRAY_API_TESTS_VERSION": "2024.12",
+        "ARRAY_API_TESTS_SKIP_DTYPES": ARRAY_API_SKIP_DTYPES,
+        "ARRAYCORE_BACKEND": backend,
+        "PYTHONPATH": str(ARRAY_API_LISTS),
+    }
+    if target != "numpy-reference":
+        probe = (
+            "import arraycore\ntry:\n    arraycore.namespace()\n    print('usable')\n"
+            "except arraycore.BackendError as exc:\n    print(exc)"
+        )
+        said = str(session.run("python", "-c", probe, env=env, silent=True) or "")
+        if "usable" not in said:
+            session.skip(f"backend {backend!r} cannot run here: {said.strip()}")
+    xfails = Path(session.create_tmp()).resolve() / "xfails.txt"
+    lists = (
+        ["xfails-numpy-reference.txt"]
+        if target == "numpy-reference"
+        else ["xfails-arraycore.txt", f"xfails-{backend}.txt"]
+    )
+    xfails.write_text(
+        "".join((ARRAY_API_LISTS / n).read_text() for n in lists if (ARRAY_API_LISTS / n).exists())
+    )
+    skips = (
+        [] if target == "numpy-reference" else ["--skips-file", str(ARRAY_API_LISTS / "skips.txt")]
+    )
+    session.chdir(suite)
+    session.run(
+        "python", "-m", "pytest", "array_api_tests/", "-p", "no_shrink", "-p", "no:cacheprovider",
+        "--max-examples=10", "--hypothesis-disable-deadline", "--hypothesis-derandomize",
+        "--disable-extension", *ARRAY_API_DISABLED, "--xfails-file", str(xfails), *skips,
+        "-q", "-W", "ignore::DeprecationWarning", *session.posargs, env=env,
+    )  # fmt: skip
 
 
 @nox.session

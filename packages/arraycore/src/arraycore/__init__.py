@@ -52,7 +52,7 @@ def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
     op = name if sub is None else f"{sub}.{name}"
 
     def function(*args: Any, **kwargs: Any) -> Any:
-        xp = _registry.dispatch_namespace(op, (*args, *kwargs.values()))
+        xp = _on_device(_registry.dispatch_namespace(op, (*args, *kwargs.values())), kwargs)
         owner = xp if sub is None else getattr(xp, sub)
         return getattr(owner, name)(*args, **kwargs)
 
@@ -70,6 +70,14 @@ def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
 _CREATE = frozenset({"asarray", "from_numpy", "from_dlpack"})
 
 
+def _on_device(xp: Namespace, kwargs: dict[str, Any]) -> Namespace:
+    """``xp``, or the namespace of the same backend on the ``device=`` a call names."""
+    device = kwargs.get("device")
+    if device is None or device == xp.device.id or device is xp.device:
+        return xp
+    return namespace(xp.name, getattr(device, "id", device))
+
+
 def _signature(name: str) -> inspect.Signature:
     """The namespace function's signature without ``self``."""
     sig = inspect.signature(getattr(Namespace, name))
@@ -85,6 +93,7 @@ def _create(name: str) -> Callable[..., Any]:
 
     def function(obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         xp = _registry.placement(obj) if name == "asarray" else namespace()
+        xp = _on_device(xp, kwargs)
         return getattr(xp, name)(obj, *args, **kwargs)
 
     function.__name__ = function.__qualname__ = name

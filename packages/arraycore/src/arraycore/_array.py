@@ -150,6 +150,9 @@ class ArrayBase:
     def __float__(self) -> float:
         return float(self._scalar(float))
 
+    def __complex__(self) -> complex:
+        return complex(self._scalar(complex))
+
     def __index__(self) -> int:
         if self.dtype.kind not in "iu":
             raise TypeError(f"only integer arrays can be indices, got {self.dtype}")

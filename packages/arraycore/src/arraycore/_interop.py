@@ -151,6 +151,23 @@ def _carries_dtype(obj: Any) -> bool:
     )
 
 
+def _holds_arrays(xp: NamespaceBase, obj: Any) -> bool:
+    if xp._is_array(obj):
+        return True
+    return isinstance(obj, list | tuple) and any(_holds_arrays(xp, item) for item in obj)
+
+
+def _stack_nested(xp: NamespaceBase, obj: Any) -> Any:
+    if xp._is_array(obj):
+        xp._check("asarray", obj)
+        return obj
+    if isinstance(obj, list | tuple):
+        if not obj:
+            raise ValueError("asarray: an empty sequence beside arrays has no shape")
+        return xp.stack([_stack_nested(xp, item) for item in obj])
+    return xp.asarray(obj)
+
+
 def asarray(xp: NamespaceBase, obj: Any, dtype: Any, copy: bool | None) -> Any:
     """``xp.asarray(obj, dtype=dtype, copy=copy)`` (the device was checked by the caller)."""
     if xp._is_array(obj):
@@ -169,6 +186,10 @@ def asarray(xp: NamespaceBase, obj: Any, dtype: Any, copy: bool | None) -> Any:
         raise mismatch("asarray", obj, xp)
     if copy is False:
         raise ValueError(f"asarray: copy=False cannot hold for host data on backend {xp.name!r}")
+    if isinstance(obj, list | tuple) and _holds_arrays(xp, obj):
+        # a nested sequence of this namespace's arrays (and scalars): stacked on the device
+        stacked = _stack_nested(xp, obj)
+        return stacked if dtype is None else xp._cast(stacked, xp._dtype(dtype, "asarray"))
     host = np.asarray(obj)
     if dtype is not None:
         host = host.astype(xp._dtype(dtype, "asarray"), copy=False)

@@ -59,7 +59,7 @@ class ManipulationFunctions(NamespaceBase):
             order.insert(d, s)
         return self._backend.permute_dims(x, tuple(order))
 
-    def expand_dims(self, x: Array, /, *, axis: int = 0) -> Array:
+    def expand_dims(self, x: Array, /, axis: int = 0) -> Array:
         """``x`` with a new axis of size 1 at ``axis``."""
         self._check("expand_dims", x)
         n = len(x.shape)
@@ -192,6 +192,8 @@ class ManipulationFunctions(NamespaceBase):
                 (*shape[:ax], shape[ax] * int(repeats), *shape[ax + 1 :]),
             )
         counts = self.to_numpy(repeats) if self._is_array(repeats) else np.asarray(repeats)
+        if counts.shape in ((), (1,)):  # one count for every element (broadcast)
+            counts = np.broadcast_to(counts.reshape(-1), (x.shape[ax],))
         if counts.shape != (x.shape[ax],) or (counts < 0).any():
             raise ValueError(
                 f"repeat: repeats must be non-negative with shape ({x.shape[ax]},), "

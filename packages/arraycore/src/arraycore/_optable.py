@@ -127,7 +127,7 @@ def _non_bool(xp: Any, x: Any) -> Any:
 
 
 # -- kernel expressions shared by several entries -------------------------------------------------
-_SIGN_FLOAT = "isnan(x) ? x : (x > ({ct})0 ? ({ct})1 : (x < ({ct})0 ? ({ct})-1 : x))"
+_SIGN_FLOAT = "isnan(x) ? x : (x > ({ct})0 ? ({ct})1 : (x < ({ct})0 ? ({ct})-1 : ({ct})0))"
 _MAX_FLOAT = "(x > y || isnan(x)) ? x : y"
 _MIN_FLOAT = "(x < y || isnan(x)) ? x : y"
 _LEFT_SHIFT = "(y < 0 || y >= {bits}) ? ({ct})0 : ({ct})(x << y)"

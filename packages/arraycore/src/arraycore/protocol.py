@@ -852,7 +852,7 @@ class ArrayNamespace(Protocol):
         """Element-wise exponential."""
         ...
 
-    def expand_dims(self, x: Array, /, *, axis: int = 0) -> Array:
+    def expand_dims(self, x: Array, /, axis: int = 0) -> Array:
         """``x`` with a new axis of size 1 at ``axis``."""
         ...
 
