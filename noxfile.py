@@ -258,8 +258,9 @@ ARRAY_API_HYPOTHESIS = "hypothesis==6.170.17"
 @nox.session
 @nox.parametrize("target", ARRAY_API_TARGETS, ids=ARRAY_API_TARGETS)
 def array_api_tests(session: nox.Session, target: str) -> None:
-    """data-apis/array-api-tests (2024.12) against the ``arraycore`` module on one backend, or
-    against NumPy itself (``numpy-reference``) for comparison.
+    """data-apis/array-api-tests (2024.12) against the ``arraycore`` module on one backend (and
+    its signature tests against the backend's namespace object), or against NumPy itself
+    (``numpy-reference``) for comparison.
 
     The suite comes from ``$ARRAY_API_TESTS_DIR`` (CI: ``../shared/array-api-tests``); without it
     the session skips. 10 examples per test, Hypothesis' shrink phase off and derandomized, so a
@@ -308,12 +309,18 @@ def array_api_tests(session: nox.Session, target: str) -> None:
         [] if target == "numpy-reference" else ["--skips-file", str(ARRAY_API_LISTS / "skips.txt")]
     )
     session.chdir(suite)
-    session.run(
-        "python", "-m", "pytest", "array_api_tests/", "-p", "no_shrink", "-p", "no:cacheprovider",
-        "--max-examples=10", "--hypothesis-disable-deadline", "--hypothesis-derandomize",
+    options = [
+        "-p", "no_shrink", "-p", "no:cacheprovider", "--max-examples=10",
+        "--hypothesis-disable-deadline", "--hypothesis-derandomize",
         "--disable-extension", *ARRAY_API_DISABLED, "--xfails-file", str(xfails), *skips,
-        "-q", "-W", "ignore::DeprecationWarning", *session.posargs, env=env,
-    )  # fmt: skip
+        "-q", "-W", "ignore::DeprecationWarning",
+    ]  # fmt: skip
+    session.run("python", "-m", "pytest", "array_api_tests/", *options, *session.posargs, env=env)
+    if target != "numpy-reference":
+        # the namespace object users get from arraycore.namespace() has the same signatures
+        namespace = {**env, "ARRAY_API_TESTS_MODULE": "arraycore_namespace"}
+        signatures = "array_api_tests/test_signatures.py"
+        session.run("python", "-m", "pytest", signatures, *options, env=namespace)
 
 
 @nox.session

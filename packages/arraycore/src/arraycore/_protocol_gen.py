@@ -96,18 +96,15 @@ def _method(name: str, fn: Any) -> list[str]:
         ):
             params.append("/")
     ret = _annotation(sig.return_annotation)
-    doc = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ").replace('"""', "'")
-    lines = [f"    def {name}({', '.join(['self', *params])}) -> {ret}:"]
-    if len(lines[0]) > 100:  # one parameter per line, as ruff format writes it
-        lines = [
-            f"    def {name}(",
-            *(f"        {p}," for p in ["self", *params]),
-            f"    ) -> {ret}:",
-        ]
-    if doc:
-        lines.append(f'        """{doc}"""')
-    lines.append("        ...")
-    return lines
+    line = f"    def {name}({', '.join(['self', *params])}) -> {ret}: ..."
+    if len(line) <= 100:
+        return [line]
+    # one parameter per line, as ruff format writes it
+    return [
+        f"    def {name}(",
+        *(f"        {p}," for p in ["self", *params]),
+        f"    ) -> {ret}: ...",
+    ]
 
 
 def _literal(value: Any) -> bool:
@@ -133,8 +130,7 @@ def _protocol(name: str, cls: type, doc: str, extra: list[str]) -> list[str]:
         if isinstance(inspect.getattr_static(cls, fname), staticmethod):
             fn = _unbound_static(fn)
         lines += _method(fname, fn)
-        lines.append("")
-    return lines[:-1]
+    return lines
 
 
 def _unbound_static(fn: Any) -> Any:
@@ -166,12 +162,7 @@ def render() -> str:
     inplace = []  # the out= form of every op-table entry (made on first use, not class members)
     for op in ELEMENTWISE:
         args = "x: Array, /" if op.arity == 1 else "x1: ArrayOrScalar, x2: ArrayOrScalar, /"
-        inplace += [
-            f"    def {op.name}(self, {args}, *, out: Array) -> Array:",
-            f'        """``{op.name}`` written into ``out``."""',
-            "        ...",
-            "",
-        ]
+        inplace.append(f"    def {op.name}(self, {args}, *, out: Array) -> Array: ...")
     lines += _protocol(
         "InplaceFunctions", InplaceNamespace, "``xp.inplace``: ``out=`` forms.", inplace
     )
@@ -187,8 +178,7 @@ def render() -> str:
     extra += [f"    {n}: float" for n in constants]
     extra += ["    newaxis: None"]
     for attr, proto in subs.items():
-        extra += ["    @property", f"    def {attr}(self) -> {proto}: ...", ""]
-    extra += [""]
+        extra += ["    @property", f"    def {attr}(self) -> {proto}: ..."]
     lines += _protocol(
         "ArrayNamespace",
         Namespace,
