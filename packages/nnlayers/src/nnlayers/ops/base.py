@@ -137,6 +137,14 @@ class Unary(Op):
         return x
 
 
+def concrete(shape: Any, what: str) -> tuple[int, ...]:
+    """A shape a kernel can take: every size known (the plan fixes ``None`` sizes from the feeds
+    before any kernel runs, so a ``None`` here is a bug, reported with the op's name)."""
+    if any(s is None for s in shape):
+        raise RuntimeError(f"{what}: shape {tuple(shape)} is still symbolic at run time")
+    return tuple(int(s) for s in shape)
+
+
 def require_float(op: str, *specs: Spec) -> None:
     """Raise unless every spec is floating point."""
     for s in specs:

@@ -4,9 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
-from ..base import Grads, Inputs, Needs, Op, require_float, require_same_dtype, result_dtype
+from ..base import (
+    Grads,
+    Inputs,
+    Needs,
+    Op,
+    concrete,
+    require_float,
+    require_same_dtype,
+    result_dtype,
+)
 from .geometry import conv_padding, explicit_padding, pair, window_output
 
 
@@ -58,16 +69,24 @@ class Conv2D(Op):
         self.x_shape, self.w_shape = x.shape, w.shape
         return Spec((x.shape[0], w.shape[0], *out), result_dtype(x, w))
 
-    def forward(self, xp: Any, x: Any, w: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any, w: Any) -> Any:
         return xp.nn.conv2d(x, w, stride=self.s, padding=self.pad, dilation=self.d)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x, w = inputs
         geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
-        dx = xp.nn.conv2d_backward_data(dy, w, self.x_shape, **geometry) if needs[0] else None
-        dw = xp.nn.conv2d_backward_filter(x, dy, self.w_shape, **geometry) if needs[1] else None
+        dx = (
+            xp.nn.conv2d_backward_data(dy, w, concrete(self.x_shape, self.name), **geometry)
+            if needs[0]
+            else None
+        )
+        dw = (
+            xp.nn.conv2d_backward_filter(x, dy, concrete(self.w_shape, self.name), **geometry)
+            if needs[1]
+            else None
+        )
         return dx, dw
 
 
@@ -135,13 +154,13 @@ class Conv2DTranspose(Op):
         self.w_shape = w.shape
         return Spec((x.shape[0], w.shape[1], *out), result_dtype(x, w))
 
-    def forward(self, xp: Any, x: Any, w: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any, w: Any) -> Any:
         return xp.nn.conv2d_transpose(
             x, w, stride=self.s, padding=self.pad, dilation=self.d, output_padding=self.op
         )
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x, w = inputs
         geometry = {"stride": self.s, "padding": self.pad, "dilation": self.d}
@@ -164,7 +183,7 @@ class Conv2DTranspose(Op):
                 padded = xp.zeros((x.shape[0], x.shape[1], *full), dtype=x.dtype)
                 padded[:, :, :h, :wd] = x
                 x = padded
-            dw = xp.nn.conv2d_backward_filter(dy, x, self.w_shape, **geometry)
+            dw = xp.nn.conv2d_backward_filter(dy, x, concrete(self.w_shape, self.name), **geometry)
         return dx, dw
 
 

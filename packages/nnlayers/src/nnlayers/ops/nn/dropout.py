@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
 from ..base import Grads, Inputs, Needs, Op, require_float
@@ -34,7 +36,7 @@ class Dropout(Op):
         self.mask_shape = (*x.shape[:2], 1, 1) if self.spatial else x.shape
         return x
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         if not self.state.training or self.rate == 0.0:
             return x, None
         keep = 1.0 - self.rate
@@ -43,7 +45,7 @@ class Dropout(Op):
         return xp.multiply(x, mask), mask
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (dy if residual is None else xp.multiply(dy, residual),)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr, as_expr
 from ...expr.spec import Spec, format_shape
 from ..base import Grads, Inputs, Needs, Op, require_float, require_same_dtype
@@ -53,7 +55,7 @@ class BatchNorm(Op):
         return x
 
     def forward(
-        self, xp: Any, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any
+        self, xp: ArrayNamespace, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any
     ) -> tuple[Any, Any]:
         if self.state.training:
             count = math.prod(x.shape) // max(int(self.channels or 1), 1)  # batch size varies
@@ -80,13 +82,13 @@ class BatchNorm(Op):
         )
         return y, (running_mean, inv_std, False)
 
-    def _update(self, xp: Any, running: Any, batch: Any, correction: float) -> None:
+    def _update(self, xp: ArrayNamespace, running: Any, batch: Any, correction: float) -> None:
         m = self.momentum
         xp.inplace.multiply(running, 1.0 - m, out=running)
         xp.inplace.add(running, xp.multiply(batch, m * correction), out=running)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         mean, inv_std, training = residual
         x, gamma = inputs[0], inputs[1]

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
-from ..base import Grads, Inputs, Needs, Op, require_float
+from ..base import Grads, Inputs, Needs, Op, concrete, require_float
 from .geometry import explicit_padding, pair, window_output
 
 
@@ -43,11 +45,11 @@ class MaxPool2D(Pool2D):
     fresh_output = True
     keep_inputs = (0,)
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.nn.max_pool2d(x, self.k, self.s, self.pad)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (xp.nn.max_pool2d_backward(dy, inputs[0], self.k, self.s, self.pad),)
 
@@ -63,15 +65,20 @@ class AvgPool2D(Pool2D):
         super().__init__(kernel_size, stride, padding)
         self.count_include_pad = count_include_pad
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.nn.avg_pool2d(x, self.k, self.s, self.pad, self.count_include_pad)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         return (
             xp.nn.avg_pool2d_backward(
-                dy, self.x_shape, self.k, self.s, self.pad, self.count_include_pad
+                dy,
+                concrete(self.x_shape, self.name),
+                self.k,
+                self.s,
+                self.pad,
+                self.count_include_pad,
             ),
         )
 

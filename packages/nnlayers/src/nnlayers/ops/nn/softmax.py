@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore import ArrayNamespace
+
 from ...expr.node import Expr
 from ...expr.spec import Spec, normalize_axes
 from ..base import Grads, Inputs, Needs, Op, require_float
@@ -25,11 +27,11 @@ class Softmax(Op):
         (self.ax,) = normalize_axes(self.axis, x.ndim)
         return x
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.nn.softmax(x, axis=self.ax)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         dot = xp.sum(xp.multiply(dy, output), axis=self.ax, keepdims=True)
         return (xp.multiply(output, xp.subtract(dy, dot)),)
@@ -51,11 +53,11 @@ class LogSoftmax(Op):
         (self.ax,) = normalize_axes(self.axis, x.ndim)
         return x
 
-    def forward(self, xp: Any, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.nn.log_softmax(x, axis=self.ax)
 
     def backward(
-        self, xp: Any, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         total = xp.sum(dy, axis=self.ax, keepdims=True)
         return (xp.subtract(dy, xp.multiply(xp.exp(output), total)),)
