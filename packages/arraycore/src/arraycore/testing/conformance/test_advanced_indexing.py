@@ -129,7 +129,7 @@ def test_advanced_index_errors_name_the_problem(xp: Any) -> None:
         (IndexError, r"index -4 is out of bounds for axis 0", I([-4])),
         (IndexError, r"\(2,\), \(3,\) do not broadcast", (I([0, 1]), I([0, 1, 2]))),
         (IndexError, r"boolean index of shape \(4, 5\)", HOST[0] > 3),
-        (IndexError, "integers or bools", I([0.0, 1.0])),
+        (IndexError, "integers or bools", I([0.0, 1.0]).astype(np.float32)),
         (IndexError, "too many indices", (HOST > 3, 0)),
     ]
     for error, message, key in cases:
