@@ -3,13 +3,10 @@ NumPy's results and return arrays on the same OpenCL device."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from arraycore.backend import BackendUnavailable
+from arraycore.testing.sklearn_client import run_in_subprocess
 from arraycore_opencl import OpenCLBackend
 
 try:
@@ -19,13 +16,4 @@ except BackendUnavailable as exc:  # pragma: no cover - only where OpenCL is abs
 
 
 def test_scikit_learn_runs_on_opencl() -> None:
-    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "arraycore.testing.sklearn_client", "opencl"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok   PCA" in done.stdout
+    assert "ok   PCA" in run_in_subprocess("opencl")

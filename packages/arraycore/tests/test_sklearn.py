@@ -3,19 +3,8 @@ documented estimators and metrics give NumPy's results and keep their arrays on 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
+from arraycore.testing.sklearn_client import run_in_subprocess
 
 
 def test_scikit_learn_runs_on_the_tiny_backend() -> None:
-    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
-    done = subprocess.run(
-        [sys.executable, "-m", "arraycore.testing.sklearn_client", "tiny"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok   LinearDiscriminantAnalysis" in done.stdout
+    assert "ok   LinearDiscriminantAnalysis" in run_in_subprocess("tiny")

@@ -110,6 +110,23 @@ def run(backend: str) -> list[str]:
     return failures
 
 
+def run_in_subprocess(backend: str) -> str:
+    """Run every case on ``backend`` in a fresh interpreter (``SCIPY_ARRAY_API=1`` set before
+    SciPy loads); returns its report, or raises AssertionError with it if any case failed."""
+    import subprocess
+
+    env = {**os.environ, "SCIPY_ARRAY_API": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "arraycore.testing.sklearn_client", backend],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
 def main(argv: list[str]) -> int:
     os.environ.setdefault("SCIPY_ARRAY_API", "1")
     failures = run(argv[1] if len(argv) > 1 else "numpy")
