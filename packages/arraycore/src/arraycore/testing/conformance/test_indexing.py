@@ -168,7 +168,7 @@ def test_what_is_not_an_index_is_an_index_error(xp: Any) -> None:
     """Floats, float arrays and two ellipses are not indices (index arrays and masks are: see
     test_advanced_indexing)."""
     x = xp.asarray(np.arange(6, dtype=np.float32))
-    for key in (1.0, xp.asarray(np.array([0.0, 1.0])), (0, ..., ...), "a"):
+    for key in (1.0, xp.asarray(np.array([0.0, 1.0], np.float32)), (0, ..., ...), "a"):
         with pytest.raises(IndexError):
             xp.getitem(x, key)
     assert_close(to_host(x), np.arange(6, dtype=np.float32))
