@@ -90,7 +90,8 @@ def _host_arrays() -> tuple[np.ndarray, ...]:
 
 def test_nn_kernels_given_numpy_arrays_raise_a_backend_mismatch(xp: Any) -> None:
     calls = _nn_calls(xp.nn, *_host_arrays())
-    assert set(calls) >= {name.removeprefix("nn.") for name in xp._backend.overrides()}
+    nn = {name.removeprefix("nn.") for name in xp._backend.overrides() if name.startswith("nn.")}
+    assert set(calls) >= nn
     for name, call in calls.items():
         with pytest.raises(BackendMismatchError) as info:
             call()

@@ -623,8 +623,12 @@ class OpenCLBackend(Backend, KernelHost):
     def overrides(self) -> dict[str, Any]:
         """Convolutions (KernelHost's host code on this backend's strided im2col / col2im
         kernels + CLBlast GEMM), max pooling kernels, and the shared kernels of
-        :mod:`arraycore.device_kernels` for average pooling and the softmax family."""
+        :mod:`arraycore.device_kernels` for average pooling and the softmax family; sort and
+        argsort as a bitonic network (:mod:`arraycore_opencl._sort`)."""
+        from . import _sort
+
         return {
+            **_sort.overrides(self),
             "nn.conv2d": self.shared_conv2d,
             "nn.conv2d_backward_data": self.shared_conv2d_backward_data,
             "nn.conv2d_backward_filter": self.shared_conv2d_backward_filter,

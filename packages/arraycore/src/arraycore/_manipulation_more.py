@@ -75,16 +75,17 @@ class MoreManipulationFunctions(NamespaceBase):
         shifts = (shift,) * len(axes) if isinstance(shift, int | np.integer) else tuple(shift)
         if len(shifts) != len(axes):
             raise ValueError(f"roll: {len(shifts)} shifts for {len(axes)} axes")
+        moved = False
         for a, s in zip(axes, shifts):
             (ax,) = normalize_axes(a, len(x.shape), "roll")
             size = x.shape[ax]
-            k = int(s) % size if size else 0
+            k = operator.index(s) % size if size else 0
             if k:
                 ndim = len(x.shape)
                 tail = self._backend.getitem(x, _along(ndim, ax, slice(size - k, None)))
                 head = self._backend.getitem(x, _along(ndim, ax, slice(0, size - k)))
-                x = self.concat([tail, head], axis=ax)
-        return x if any(int(s) for s in shifts) else self._backend.astype(x, x.dtype)
+                x, moved = self.concat([tail, head], axis=ax), True
+        return x if moved else self._backend.astype(x, x.dtype)  # always a new array
 
     def _triangle(self, op: str, x: Array, k: int, lower: builtins.bool) -> Array:
         self._check(op, x)

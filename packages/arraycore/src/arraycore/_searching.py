@@ -5,7 +5,12 @@ the four unique_* functions.
 ``nonzero`` reads one count back, as any data-dependent shape must). Sorting and the set
 functions run on the host in arraycore's derived version (listed by ``arraycore info``, see
 ``docs/host-path.md``): a backend with a device sort overrides them (NumPy binds its own, the
-CUDA backend CuPy's).
+CUDA backend CuPy's, the OpenCL backend sorts with a bitonic network).
+
+The order is the same everywhere: stable, NaNs last (first when ``descending``), equal elements
+(``-0.0`` and ``0.0`` too) in their original order in both directions. The checks below
+(:func:`sort_axis`, :func:`check_searchsorted`, :func:`check_nonzero`) are shared with the
+backends' overrides, so that every backend refuses the same arguments with the same error.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from .backend import Array, normalize_axes
 
 _INT64 = np.dtype("int64")
 
-#: Most comparisons one searchsorted step broadcasts at once (the rest go in further steps).
+#: Most comparisons searchsorted broadcasts in one pass (len(x1) * x2.size); beyond, it runs a
+#: binary search of all of x2 at once, in len(x1).bit_length() steps.
 SEARCH_CHUNK = 1 << 22
 
 
@@ -43,7 +49,8 @@ class UniqueInverseResult(NamedTuple):
     inverse_indices: Any
 
 
-def _axis(op: str, x: Array, axis: int) -> int:
+def sort_axis(op: str, x: Any, axis: int) -> int:
+    """``axis`` of ``x`` for ``sort``/``argsort`` as a non-negative int (0-d ``x``: an error)."""
     if len(x.shape) == 0:
         raise ValueError(f"{op}: x must have at least one dimension, got a 0-d array")
     (ax,) = normalize_axes(axis, len(x.shape), op)
@@ -51,8 +58,11 @@ def _axis(op: str, x: Array, axis: int) -> int:
 
 
 def _host_sort(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
-    result: np.ndarray = np.sort(a, axis=axis, kind="stable")
-    return np.flip(result, axis=axis) if descending else result
+    if not descending:
+        result: np.ndarray = np.sort(a, axis=axis, kind="stable")
+        return result
+    # not a flipped ascending sort: that would reverse equal elements (-0.0 and 0.0)
+    return np.take_along_axis(a, _host_argsort(a, axis, True), axis=axis)
 
 
 def _host_argsort(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
@@ -75,6 +85,27 @@ def _host_unique(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
     return values, indices.astype(i64), inverse.reshape(a.shape).astype(i64), counts.astype(i64)
 
 
+def check_searchsorted(x1: Any, side: str, sorter: Any) -> None:
+    """The argument checks of ``searchsorted`` (shared with the backends' overrides)."""
+    if len(x1.shape) != 1:
+        raise ValueError(f"searchsorted: x1 must be 1-D, got shape {tuple(x1.shape)}")
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if sorter is not None and (
+        tuple(sorter.shape) != tuple(x1.shape) or sorter.dtype.kind not in "iu"
+    ):
+        raise ValueError(
+            f"searchsorted: sorter must be integer indices of x1's shape "
+            f"{tuple(x1.shape)}, got {sorter.dtype} of shape {tuple(sorter.shape)}"
+        )
+
+
+def check_nonzero(x: Any) -> None:
+    """``nonzero`` of a 0-d array is an error (the standard's rule)."""
+    if len(x.shape) == 0:
+        raise ValueError("nonzero: x must have at least one dimension, got a 0-d array")
+
+
 class SearchingFunctions(NamespaceBase):
     """Sorting, searching and set functions (see the module docstring for where each runs)."""
 
@@ -88,9 +119,9 @@ class SearchingFunctions(NamespaceBase):
         descending: builtins.bool = False,
         stable: builtins.bool = True,
     ) -> Array:
-        """``x`` sorted along ``axis`` (NaNs last; ``descending`` reverses the order)."""
+        """``x`` sorted along ``axis`` (stable; NaNs last, first when ``descending``)."""
         self._check("sort", x)
-        ax = _axis("sort", x, axis)
+        ax = sort_axis("sort", x, axis)
         return _host.run(self, _host_sort, x, axis=ax, descending=bool(descending))
 
     @_host.host_function("argsort")
@@ -106,7 +137,7 @@ class SearchingFunctions(NamespaceBase):
         """Indices (int64) that sort ``x`` along ``axis``; equal elements keep their order,
         also when ``descending``."""
         self._check("argsort", x)
-        ax = _axis("argsort", x, axis)
+        ax = sort_axis("argsort", x, axis)
         return _host.run(self, _host_argsort, x, axis=ax, descending=bool(descending))
 
     def searchsorted(
@@ -115,31 +146,40 @@ class SearchingFunctions(NamespaceBase):
         """Indices (int64) where the elements of ``x2`` would be inserted into the sorted 1-D
         ``x1`` to keep it sorted (``side="left"``: before equal elements; ``"right"``: after)."""
         self._check("searchsorted", x1, x2)
-        if len(x1.shape) != 1:
-            raise ValueError(f"searchsorted: x1 must be 1-D, got shape {tuple(x1.shape)}")
-        if side not in ("left", "right"):
-            raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+        check_searchsorted(x1, side, sorter)
         if sorter is not None:
             self._check("searchsorted", sorter)
-            if tuple(sorter.shape) != tuple(x1.shape) or sorter.dtype.kind not in "iu":
-                raise ValueError(
-                    f"searchsorted: sorter must be integer indices of x1's shape "
-                    f"{tuple(x1.shape)}, got {sorter.dtype} of shape {tuple(sorter.shape)}"
-                )
             x1 = self.take(x1, sorter, axis=0)
         a, v = self._promote("searchsorted", x1, x2)
         n, count = a.shape[0], math.prod(v.shape)
         if n == 0 or count == 0:
             return self._backend.full(tuple(v.shape), 0, _INT64)
-        flat = self._backend.reshape(v, (count, 1))
-        step = max(1, SEARCH_CHUNK // n)
-        parts = []
-        for start in range(0, count, step):
-            chunk = self._backend.getitem(flat, (slice(start, start + step), slice(None)))
-            hits = self._sorts_before(a, chunk, side)  # (chunk, n): x1[j] goes before the value
-            parts.append(self.sum(hits, axis=1, dtype=_INT64))
-        found = parts[0] if len(parts) == 1 else self.concat(parts)
+        flat = self._backend.reshape(v, (count,))
+        if n * count > SEARCH_CHUNK:
+            found = self._bisect(a, flat, side)
+        else:  # one pass: (count, n) comparisons, summed
+            hits = self._sorts_before(a, self._backend.reshape(flat, (count, 1)), side)
+            found = self.sum(hits, axis=1, dtype=_INT64)
         return self._backend.reshape(found, tuple(v.shape))
+
+    def _bisect(self, a: Array, v: Array, side: str) -> Array:
+        """Binary search of every element of the 1-D ``v`` in the sorted 1-D ``a``, all at once:
+        ``n.bit_length()`` steps of a ``take`` and a few element-wise primitives."""
+        bk = self._backend
+        n = a.shape[0]
+        lo = bk.full(tuple(v.shape), 0, _INT64)
+        hi = bk.full(tuple(v.shape), n, _INT64)
+        one, two, last = (bk.full((), k, _INT64) for k in (1, 2, n - 1))
+        for _ in range(n.bit_length()):  # enough halvings of [0, n]
+            mid = bk.binary("floor_divide", bk.binary("add", lo, hi), two)
+            probe = bk.take(a, bk.binary("minimum", mid, last), 0)
+            # lo == hi is settled (then mid == lo == hi, so hi = mid changes nothing)
+            right = bk.binary(
+                "logical_and", bk.binary("less", lo, hi), self._sorts_before(probe, v, side)
+            )
+            lo = bk.where(right, bk.binary("add", mid, one), lo)
+            hi = bk.where(right, hi, mid)
+        return lo
 
     def _sorts_before(self, a: Array, v: Array, side: str) -> Array:
         """Whether ``a[j]`` goes before the value ``v`` (NaNs sort last, as in ``sort``)."""
@@ -157,8 +197,7 @@ class SearchingFunctions(NamespaceBase):
     def nonzero(self, x: Array, /) -> tuple[Array, ...]:
         """The indices (int64, one array per axis) of the non-zero elements, in row-major order."""
         self._check("nonzero", x)
-        if len(x.shape) == 0:
-            raise ValueError("nonzero: x must have at least one dimension, got a 0-d array")
+        check_nonzero(x)
         mask = self.not_equal(x, self._backend.full((), 0, x.dtype))
         positions = _advanced_indexing.flat_nonzero(self, mask)
         coords = []
@@ -173,8 +212,9 @@ class SearchingFunctions(NamespaceBase):
     ) -> Array:
         """The number (int64) of non-zero elements along ``axis`` (all axes by default)."""
         self._check("count_nonzero", x)
+        axes = normalize_axes(axis, len(x.shape), "count_nonzero")
         nonzero = self.not_equal(x, self._backend.full((), 0, x.dtype))
-        return self.sum(nonzero, axis=axis, keepdims=keepdims, dtype=_INT64)
+        return self.sum(nonzero, axis=axes, keepdims=keepdims, dtype=_INT64)
 
     @_host.host_function("unique_values")
     def unique_values(self, x: Array, /) -> Array:

@@ -48,7 +48,7 @@ def test_sort_errors(xp: Any) -> None:
     with pytest.raises(ValueError, match="0-d"):
         xp.sort(xp.asarray(1.0))
     with pytest.raises(ValueError, match="axis 2"):
-        xp.argsort(xp.asarray(np.zeros((2, 2))), axis=2)
+        xp.argsort(xp.asarray(np.zeros((2, 2), np.float32)), axis=2)
 
 
 @SETTINGS
@@ -132,13 +132,12 @@ def test_diff(xp: Any, n: int) -> None:
         with np.errstate(all="ignore"):
             assert_close(xp.diff(x, n=n), np.diff(host, n=n), err_msg=f"diff {dtype}")
             assert_close(xp.diff(x, axis=0, n=n), np.diff(host, axis=0, n=n))
-    host = np.arange(6.0).reshape(2, 3)
-    x, edge = xp.asarray(host), xp.asarray(np.ones((2, 1)))
-    assert_close(
-        xp.diff(x, prepend=edge, append=edge), np.diff(host, prepend=np.ones((2, 1)), append=1)
-    )
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    ones = np.ones((2, 1), np.float32)
+    x, edge = xp.asarray(host), xp.asarray(ones)
+    assert_close(xp.diff(x, prepend=edge, append=edge), np.diff(host, prepend=ones, append=ones))
     with pytest.raises(ValueError, match="prepend/append"):
-        xp.diff(x, prepend=xp.asarray(np.ones((3, 1))))
+        xp.diff(x, prepend=xp.asarray(np.ones((3, 1), np.float32)))
 
 
 def test_cumulative_prod(xp: Any) -> None:
@@ -150,8 +149,8 @@ def test_cumulative_prod(xp: Any) -> None:
             assert_close(xp.cumulative_prod(x, axis=axis), want, err_msg=f"{dtype} {axis}")
         want = np.cumulative_prod(host[0], include_initial=True)
         assert_close(xp.cumulative_prod(x[0], include_initial=True), want)
-    with pytest.raises(ValueError, match="axis is required"):
-        xp.cumulative_prod(xp.asarray(np.ones((2, 2))))
+    with pytest.raises(ValueError, match="required"):  # NumPy's words on that backend
+        xp.cumulative_prod(xp.asarray(np.ones((2, 2), np.float32)))
 
 
 def test_roll_tril_triu_meshgrid_unstack(xp: Any) -> None:
