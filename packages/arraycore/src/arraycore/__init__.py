@@ -134,7 +134,8 @@ class _LinalgDispatch:
         return "<arraycore.linalg: dispatches to the arrays' backend>"
 
 
-linalg = _LinalgDispatch()
+# typed as xp.linalg is: the loop below gives it a function of each signature
+linalg: LinalgFunctions = _LinalgDispatch()  # type: ignore[assignment]
 for _name, _fn in inspect.getmembers(LinalgNamespace, inspect.isfunction):
     if not _name.startswith("_"):
         _function = _dispatch(_name, "linalg")

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _nn
+from . import _linalg_host, _nn
 from .backend import Array, Key, Shape, normalize_axes
 
 if TYPE_CHECKING:
@@ -403,6 +403,7 @@ GUARDS: dict[str, Guard] = {
     "nn.scatter_add": _scatter_add("scatter_add"),
     "nn.one_hot": _one_hot,
     "nn.softmax_cross_entropy": _softmax_cross_entropy,
+    **_linalg_host.GUARDS,  # the decompositions and solvers (arraycore._linalg_host)
 }
 
 

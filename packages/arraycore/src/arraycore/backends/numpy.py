@@ -8,6 +8,7 @@ have ``shape``, ``dtype`` and the operators, and the namespace accepts them as 0
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,7 @@ _SAME_AS_NUMPY = [
     "all",
     "any",
     "cumulative_sum",
+    "cumulative_prod",
     "matmul",
     "tensordot",
     "vecdot",
@@ -119,6 +121,15 @@ def _fast_reduction(ufunc: np.ufunc, slow: Callable[..., Any]) -> Callable[..., 
             return ufunc.reduce(x, axis=axis, keepdims=keepdims)
         return slow(x, axis=axis, keepdims=keepdims, **kwargs)
 
+    # the standard's signature (sum's dtype= included), not the catch-all **kwargs
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY),
+        inspect.Parameter("axis", keyword, default=None),
+        *([inspect.Parameter("dtype", keyword, default=None)] if slow is np.sum else []),
+        inspect.Parameter("keepdims", keyword, default=False),
+    ]
+    reduction.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
     reduction.__name__ = reduction.__qualname__ = slow.__name__
     reduction.__doc__ = slow.__doc__
     return reduction
@@ -239,13 +250,15 @@ class NumpyBackend(Backend):
         return state.random(shape, dtype=dtype)
 
     def overrides(self) -> dict[str, Callable[..., Any]]:
-        from . import _numpy_nn
+        from . import _numpy_linalg, _numpy_nn, _numpy_searching
 
         table: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_AS_NUMPY}
         table.update(
             (op.name, getattr(np, op.reference)) for op in ELEMENTWISE if op.name not in _UNBOUND
         )
         table.update(_FAST_REDUCTIONS)
+        table.update(_numpy_searching.TABLE)
+        table.update(_numpy_linalg.TABLE)
         table["matrix_transpose"] = _matrix_transpose
         table["from_dlpack"] = _from_dlpack
         table["to_numpy"] = self.to_numpy
