@@ -63,8 +63,8 @@ class ManipulationFunctions(NamespaceBase):
         """``x`` with a new axis of size 1 at ``axis``."""
         self._check("expand_dims", x)
         n = len(x.shape)
-        if not -n - 1 <= axis <= n:
-            raise ValueError(f"expand_dims: axis {axis} is out of range for shape {x.shape}")
+        if not -n - 1 <= axis <= n:  # the standard's error for an invalid position
+            raise IndexError(f"expand_dims: axis {axis} is out of range for shape {x.shape}")
         axis = axis % (n + 1)
         return self._backend.reshape(x, (*x.shape[:axis], 1, *x.shape[axis:]))
 
