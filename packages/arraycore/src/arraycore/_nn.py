@@ -31,15 +31,20 @@ array's values on the host (no synchronisation).
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from .nn_shapes import (
+    Window2d,
+    check_output_shape,
+    conv_transpose_window,
+    conv_window,
+    int_arg,
+    pool_window,
+)
 
 Array = Any
 Namespace = Any
-IntPair = tuple[int, int]
-Padding2d = tuple[IntPair, IntPair]
 
 __all__ = [
     "avg_pool2d",
@@ -60,215 +65,7 @@ __all__ = [
 ]
 
 
-# -- argument checking (shapes only, shared with the backends' fast kernels) --------------------
-def _int(value: Any, op: str, name: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{op}: {name} must be an int, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{op}: {name} must be an int, got {value!r}") from None
-
-
-def pair(value: Any, op: str, name: str, minimum: int) -> IntPair:
-    """``value`` (an int or a pair of ints) as ``(h, w)``; each must be >= ``minimum``."""
-    if isinstance(value, Sequence) and not isinstance(value, str):
-        if len(value) != 2:
-            raise ValueError(f"{op}: {name} must be an int or a pair (h, w), got {value!r}")
-        result = (_int(value[0], op, name), _int(value[1], op, name))
-    else:
-        v = _int(value, op, name)
-        result = (v, v)
-    if min(result) < minimum:
-        raise ValueError(f"{op}: {name} must be >= {minimum}, got {value!r}")
-    return result
-
-
-def padding2d(value: Any, op: str) -> Padding2d:
-    """``padding`` as ``((top, bottom), (left, right))`` from an int, a pair or that form."""
-    form = "an int, (ph, pw) or ((top, bottom), (left, right)) of ints >= 0"
-    explicit = (
-        isinstance(value, Sequence)
-        and len(value) == 2
-        and all(isinstance(v, Sequence) and not isinstance(v, str) for v in value)
-    )
-    try:
-        if explicit:
-            if len(value[0]) != 2 or len(value[1]) != 2:
-                raise ValueError
-            (t, b), (left, right) = value
-            pads = (
-                (_int(t, op, "padding"), _int(b, op, "padding")),
-                (_int(left, op, "padding"), _int(right, op, "padding")),
-            )
-            if min(pads[0] + pads[1]) < 0:
-                raise ValueError
-            return pads
-        ph, pw = pair(value, op, "padding", 0)
-    except TypeError:
-        raise TypeError(f"{op}: padding must be {form}, got {value!r}") from None
-    except ValueError:
-        raise ValueError(f"{op}: padding must be {form}, got {value!r}") from None
-    return (ph, ph), (pw, pw)
-
-
-def _shape4(shape: Any, op: str, name: str, layout: str) -> tuple[int, int, int, int]:
-    dims = tuple(int(s) for s in shape)
-    if len(dims) != 4:
-        raise ValueError(f"{op}: {name} must be 4-D {layout}, got shape {dims}")
-    return dims[0], dims[1], dims[2], dims[3]
-
-
-@dataclass(frozen=True)
-class Window2d:
-    """Where the sliding windows of a convolution or pooling lie in the padded input.
-
-    ``n, c, h, w`` is the (unpadded) image the windows slide over; ``out_h, out_w`` the number
-    of window positions; kernel position ``(i, j)`` of window ``(p, q)`` reads padded pixel
-    ``(p*stride_h + i*dilation_h, q*stride_w + j*dilation_w)``.
-    """
-
-    n: int
-    c: int
-    h: int
-    w: int
-    kh: int
-    kw: int
-    stride: IntPair
-    pads: Padding2d
-    dilation: IntPair
-    out_h: int
-    out_w: int
-
-    @property
-    def padded_h(self) -> int:
-        return self.h + self.pads[0][0] + self.pads[0][1]
-
-    @property
-    def padded_w(self) -> int:
-        return self.w + self.pads[1][0] + self.pads[1][1]
-
-    @property
-    def padded(self) -> bool:
-        return any(self.pads[0] + self.pads[1])
-
-    def window_slices(self, i: int, j: int) -> tuple[slice, slice]:
-        """The (rows, cols) basic slices of the padded image that kernel position (i, j) reads."""
-        (sh, sw), (dh, dw) = self.stride, self.dilation
-        h0, w0 = i * dh, j * dw
-        return (
-            slice(h0, h0 + sh * (self.out_h - 1) + 1, sh),
-            slice(w0, w0 + sw * (self.out_w - 1) + 1, sw),
-        )
-
-    def interior(self) -> tuple[slice, slice]:
-        """The (rows, cols) slices of the padded image that hold the image itself."""
-        (t, _), (left, _) = self.pads
-        return slice(t, t + self.h), slice(left, left + self.w)
-
-
-def _out_size(size: int, before: int, after: int, k: int, stride: int, dilation: int) -> int:
-    return (size + before + after - dilation * (k - 1) - 1) // stride + 1
-
-
-def conv_window(
-    op: str, x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any
-) -> Window2d:
-    """Check the arguments of :func:`conv2d` (and its gradients) and return its windows."""
-    n, c, h, w = _shape4(x_shape, op, "x", "(N, C, H, W)")
-    o, wc, kh, kw = _shape4(w_shape, op, "w", "(O, C, KH, KW)")
-    s = pair(stride, op, "stride", 1)
-    d = pair(dilation, op, "dilation", 1)
-    pads = padding2d(padding, op)
-    if wc != c:
-        raise ValueError(
-            f"{op}: x of shape {(n, c, h, w)} has {c} channels but w of shape "
-            f"{(o, wc, kh, kw)} expects {wc}"
-        )
-    if kh < 1 or kw < 1:
-        raise ValueError(f"{op}: w of shape {(o, wc, kh, kw)} has an empty kernel")
-    out_h = _out_size(h, *pads[0], kh, s[0], d[0])
-    out_w = _out_size(w, *pads[1], kw, s[1], d[1])
-    if out_h < 1 or out_w < 1:
-        span = (d[0] * (kh - 1) + 1, d[1] * (kw - 1) + 1)
-        padded = (h + sum(pads[0]), w + sum(pads[1]))
-        raise ValueError(
-            f"{op}: kernel {(kh, kw)} with dilation {d} spans {span}, larger than the padded "
-            f"input {padded} (x of shape {(n, c, h, w)}, padding {pads})"
-        )
-    return Window2d(n, c, h, w, kh, kw, s, pads, d, out_h, out_w)
-
-
-def conv_transpose_window(
-    op: str,
-    x_shape: Any,
-    w_shape: Any,
-    stride: Any,
-    padding: Any,
-    dilation: Any,
-    output_padding: Any,
-) -> Window2d:
-    """Check the arguments of :func:`conv2d_transpose`; the windows lie in its *output*."""
-    n, cin, h, w = _shape4(x_shape, op, "x", "(N, C_in, H, W)")
-    wcin, cout, kh, kw = _shape4(w_shape, op, "w", "(C_in, C_out, KH, KW)")
-    s = pair(stride, op, "stride", 1)
-    d = pair(dilation, op, "dilation", 1)
-    pads = padding2d(padding, op)
-    op_h, op_w = pair(output_padding, op, "output_padding", 0)
-    if wcin != cin:
-        raise ValueError(
-            f"{op}: x of shape {(n, cin, h, w)} has {cin} channels but w of shape "
-            f"{(wcin, cout, kh, kw)} expects {wcin}"
-        )
-    if kh < 1 or kw < 1 or h < 1 or w < 1:
-        raise ValueError(
-            f"{op}: x of shape {(n, cin, h, w)} and w of shape {(wcin, cout, kh, kw)} need "
-            "non-empty images and kernels"
-        )
-    if op_h >= max(s[0], d[0]) or op_w >= max(s[1], d[1]):
-        raise ValueError(
-            f"{op}: output_padding {(op_h, op_w)} must be smaller than stride {s} or dilation {d}"
-        )
-    out_h = (h - 1) * s[0] - sum(pads[0]) + d[0] * (kh - 1) + op_h + 1
-    out_w = (w - 1) * s[1] - sum(pads[1]) + d[1] * (kw - 1) + op_w + 1
-    if out_h < 1 or out_w < 1:
-        raise ValueError(
-            f"{op}: padding {pads} leaves no output for x of shape {(n, cin, h, w)} and w of "
-            f"shape {(wcin, cout, kh, kw)} (output size {(out_h, out_w)})"
-        )
-    # the adjoint conv2d slides a (C_out -> C_in) kernel over the output image
-    return Window2d(n, cout, out_h, out_w, kh, kw, s, pads, d, h, w)
-
-
-def pool_window(op: str, x_shape: Any, kernel_size: Any, stride: Any, padding: Any) -> Window2d:
-    """Check the arguments of the pooling kernels and return their windows."""
-    n, c, h, w = _shape4(x_shape, op, "x", "(N, C, H, W)")
-    k = pair(kernel_size, op, "kernel_size", 1)
-    s = k if stride is None else pair(stride, op, "stride", 1)
-    pads = padding2d(padding, op)
-    if max(pads[0]) >= k[0] or max(pads[1]) >= k[1]:
-        raise ValueError(
-            f"{op}: padding {pads} must be smaller than kernel_size {k} on every side, or a "
-            "window would hold only padding"
-        )
-    out_h = _out_size(h, *pads[0], k[0], s[0], 1)
-    out_w = _out_size(w, *pads[1], k[1], s[1], 1)
-    if out_h < 1 or out_w < 1:
-        padded = (h + sum(pads[0]), w + sum(pads[1]))
-        raise ValueError(
-            f"{op}: kernel_size {k} is larger than the padded input {padded} (x of shape "
-            f"{(n, c, h, w)}, padding {pads})"
-        )
-    return Window2d(n, c, h, w, k[0], k[1], s, pads, (1, 1), out_h, out_w)
-
-
-def check_output_shape(op: str, name: str, shape: Any, win: Window2d, channels: int) -> None:
-    """Raise unless ``shape`` is the ``(N, channels, out_h, out_w)`` that ``win`` produces."""
-    want = (win.n, channels, win.out_h, win.out_w)
-    if tuple(shape) != want:
-        raise ValueError(f"{op}: {name} has shape {tuple(shape)}, expected {want}")
-
-
+# -- argument checking: the shape rules live in nn_shapes (shared with nnlayers) -----------------
 def owned_by(xp: Any, op: str, *arrays: Array) -> Any:
     """Raise BackendMismatchError unless ``arrays`` are the namespace ``xp``'s own (backend and
     device; nothing is checked when ``xp`` is a module or an ``isdtype`` function); returns
@@ -576,7 +373,7 @@ def axis_tuple(axis: Any, ndim: int, op: str) -> tuple[int, ...]:
     )
     result = []
     for a in axes:
-        a = _int(a, op, "axis")
+        a = int_arg(a, op, "axis")
         if not -ndim <= a < ndim:
             raise ValueError(f"{op}: axis {a} is out of range for an array of {ndim} dimensions")
         result.append(a % ndim)
@@ -672,7 +469,7 @@ def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = Non
 def check_one_hot(op: str, isdtype: Any, indices: Array, num_classes: Any) -> int:
     """Check integer ``indices`` (of the namespace ``isdtype``, see :func:`owned_by`) and
     ``num_classes`` >= 0 for :func:`one_hot`; returns the number of classes."""
-    n = _int(num_classes, op, "num_classes")
+    n = int_arg(num_classes, op, "num_classes")
     if n < 0:
         raise ValueError(f"{op}: num_classes must be >= 0, got {num_classes}")
     if not owned_by(isdtype, op, indices)(indices.dtype, "integral"):

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore.nn_shapes import pair
+
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from ..ops.nn.convolution import conv2d
-from ..ops.nn.geometry import pair
 from .base import Activation, Layer, float_dtype, get_activation, known, require_ndim
 
 
@@ -44,7 +45,7 @@ class Conv2D(Layer):
         if int(filters) < 1:
             raise ValueError(f"Conv2D: filters must be positive, got {filters}")
         self.filters = int(filters)
-        self.kernel_size = pair(kernel_size, "kernel_size")
+        self.kernel_size = pair(kernel_size, "Conv2D", "kernel_size", 1)
         self.stride = stride
         self.padding = padding
         self.dilation = dilation

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from arraycore.nn_shapes import pair
+
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from ..ops.nn.convolution import conv2d_transpose
-from ..ops.nn.geometry import pair
 from .base import Activation, Layer, float_dtype, get_activation, known, require_ndim
 
 
@@ -46,7 +47,7 @@ class Conv2DTranspose(Layer):
         if int(filters) < 1:
             raise ValueError(f"Conv2DTranspose: filters must be positive, got {filters}")
         self.filters = int(filters)
-        self.kernel_size = pair(kernel_size, "kernel_size")
+        self.kernel_size = pair(kernel_size, "Conv2DTranspose", "kernel_size", 1)
         self.stride = stride
         self.padding = padding
         self.output_padding = output_padding

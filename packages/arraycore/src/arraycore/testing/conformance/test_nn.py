@@ -91,12 +91,13 @@ def conv_cases(draw: st.DrawFn) -> dict[str, Any]:
 
 @st.composite
 def pool_cases(draw: st.DrawFn) -> dict[str, Any]:
-    """Shapes and geometry of a small pooling; every padding is smaller than the kernel."""
-    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    """Shapes and geometry of a small pooling; every padding is at most half the kernel (the
+    rule of :mod:`arraycore.nn_shapes`, PyTorch's)."""
+    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
     stride = draw(st.none() | st.tuples(st.integers(1, 3), st.integers(1, 3)))
     pads = (
-        (draw(st.integers(0, kh - 1)), draw(st.integers(0, kh - 1))),
-        (draw(st.integers(0, kw - 1)), draw(st.integers(0, kw - 1))),
+        (draw(st.integers(0, kh // 2)), draw(st.integers(0, kh // 2))),
+        (draw(st.integers(0, kw // 2)), draw(st.integers(0, kw // 2))),
     )
     h = draw(st.integers(max(1, kh - sum(pads[0])), kh + 5))
     w = draw(st.integers(max(1, kw - sum(pads[1])), kw + 5))
@@ -568,9 +569,10 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
     ),
     (
         "max-pool-padding",
-        lambda xp: xp.nn.max_pool2d(_f32(xp, 1, 1, 4, 4), 2, 2, 2),
+        lambda xp: xp.nn.max_pool2d(_f32(xp, 1, 1, 4, 4), 3, 2, 2),
         ValueError,
-        r"max_pool2d: padding \(\(2, 2\), \(2, 2\)\) must be smaller than kernel_size \(2, 2\)",
+        r"max_pool2d: padding \(\(2, 2\), \(2, 2\)\) must be at most half of kernel_size "
+        r"\(3, 3\)",
     ),
     (
         "avg-pool-kernel-too-large",

@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from arraycore import ArrayNamespace
+from arraycore.nn_shapes import (
+    conv_padding,
+    conv_transpose_padding,
+    output_padding_pair,
+    pair,
+    transpose_output,
+    window_output,
+)
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
@@ -18,7 +26,6 @@ from ..base import (
     require_same_dtype,
     result_dtype,
 )
-from .geometry import conv_padding, explicit_padding, pair, window_output
 
 
 def _check_images(x: Spec, w: Spec, channel_axis: int) -> None:
@@ -55,8 +62,10 @@ class Conv2D(Op):
         require_same_dtype(input=x, filters=w)
         _check_images(x, w, 1)
         kernel: Any = (w.shape[2], w.shape[3])
-        self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
-        self.pad = conv_padding(self.padding, (x.shape[2], x.shape[3]), kernel, self.s, self.d)
+        self.s = pair(self.stride, self.name, "stride", 1)
+        self.d = pair(self.dilation, self.name, "dilation", 1)
+        sizes = (x.shape[2], x.shape[3])
+        self.pad = conv_padding(self.name, self.padding, sizes, kernel, self.s, self.d)
         out = [
             window_output(x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i])
             for i in (0, 1)
@@ -115,38 +124,16 @@ class Conv2DTranspose(Op):
         require_same_dtype(input=x, filters=w)
         _check_images(x, w, 0)
         kernel: Any = (w.shape[2], w.shape[3])
-        self.s, self.d = pair(self.stride, "stride"), pair(self.dilation, "dilation")
-        op = (
-            (self.output_padding,) * 2
-            if isinstance(self.output_padding, int)
-            else tuple(self.output_padding)
-        )
-        if any(o < 0 or o >= max(s, d) for o, s, d in zip(op, self.s, self.d, strict=True)):
-            raise ValueError(f"output_padding {op} must be smaller than the stride or dilation")
-        self.op = op
-        if self.padding == "valid":
-            self.pad = ((0, 0), (0, 0))
-        elif self.padding == "same":
-            totals = [
-                d * (k - 1) + 1 - s + o
-                for k, s, d, o in zip(kernel, self.s, self.d, op, strict=True)
-            ]
-            if min(totals) < 0:
-                raise ValueError(
-                    "padding='same' needs kernel >= stride here; give explicit padding"
-                )
-            self.pad = tuple((t // 2, t - t // 2) for t in totals)  # type: ignore[assignment]
-        else:
-            self.pad = explicit_padding(self.padding)
-        out = []
-        for i in (0, 1):
-            n = x.shape[2 + i]
-            k = kernel[i]
-            out.append(
-                None
-                if n is None
-                else (n - 1) * self.s[i] - sum(self.pad[i]) + self.d[i] * (k - 1) + op[i] + 1
+        self.s = pair(self.stride, self.name, "stride", 1)
+        self.d = pair(self.dilation, self.name, "dilation", 1)
+        self.op = output_padding_pair(self.name, self.output_padding, self.s, self.d)
+        self.pad = conv_transpose_padding(self.name, self.padding, kernel, self.s, self.d, self.op)
+        out = [
+            transpose_output(
+                x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i], self.op[i]
             )
+            for i in (0, 1)
+        ]
         if any(o is not None and o < 1 for o in out):
             raise ValueError(
                 f"padding {self.pad} leaves no output for images {format_shape(x.shape)}"

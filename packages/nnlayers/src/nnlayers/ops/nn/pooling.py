@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from arraycore import ArrayNamespace
+from arraycore.nn_shapes import check_pool_padding, padding2d, pair, window_output
 
 from ...expr.node import Expr
 from ...expr.spec import Spec, format_shape
 from ..base import Grads, Inputs, Needs, Op, concrete, require_float
-from .geometry import explicit_padding, pair, window_output
 
 
 class Pool2D(Op):
@@ -26,11 +26,10 @@ class Pool2D(Op):
         require_float(self.name, x)
         if x.ndim != 4:
             raise ValueError(f"needs NCHW images, got {format_shape(x.shape)}")
-        self.k = pair(self.kernel_size, "kernel_size")
-        self.s = self.k if self.stride is None else pair(self.stride, "stride")
-        self.pad = explicit_padding(self.padding)
-        if any(p > k // 2 for pads, k in zip(self.pad, self.k, strict=True) for p in pads):
-            raise ValueError(f"padding {self.padding!r} exceeds half the kernel {self.k}")
+        self.k = pair(self.kernel_size, self.name, "kernel_size", 1)
+        self.s = self.k if self.stride is None else pair(self.stride, self.name, "stride", 1)
+        self.pad = padding2d(self.padding, self.name)
+        check_pool_padding(self.name, self.pad, self.k)
         out = [window_output(x.shape[2 + i], self.pad[i], self.k[i], self.s[i]) for i in (0, 1)]
         if any(o is not None and o < 1 for o in out):
             raise ValueError(f"kernel {self.k} does not fit images {format_shape(x.shape)}")
