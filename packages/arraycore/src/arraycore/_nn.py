@@ -244,8 +244,8 @@ def max_pool2d(
 ) -> Array:
     """Maximum over each ``kernel_size`` window of NCHW ``x``; padding counts as -inf.
 
-    ``stride`` defaults to ``kernel_size``; each padding must be smaller than the kernel, so
-    every window holds at least one pixel. NaN propagates. Output ``(N, C, out_h, out_w)``.
+    ``stride`` defaults to ``kernel_size``; each padding is at most half the kernel
+    (:mod:`arraycore.nn_shapes`), so every window holds at least one pixel. NaN propagates. Output ``(N, C, out_h, out_w)``.
     """
     win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
     check_float("max_pool2d", xp, x=x)
@@ -333,7 +333,7 @@ def avg_pool2d(
 
     With ``count_include_pad`` (the default, as in PyTorch) every window is divided by
     ``KH*KW``; without it, by the number of real pixels it covers. ``stride`` defaults to
-    ``kernel_size``; each padding must be smaller than the kernel.
+    ``kernel_size``; each padding is at most half the kernel.
     """
     win = pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
     check_float("avg_pool2d", xp, x=x)
