@@ -405,7 +405,7 @@ def test_shared_kernel_host_paths_match_the_reference(
     got = backend.shared_max_pool2d(view, *args)
     np.testing.assert_array_equal(xp.to_numpy(got), ref.nn.max_pool2d(x, *args))
     # the shared max-pool kernels (the CUDA backend's), not this backend's strided hooks
-    from arraycore.device_kernels import KernelHost
+    from arraycore.kernel_host import KernelHost
 
     pwin = _nn.pool_window("max_pool2d", x.shape, *args)
     pooled = KernelHost.max_pool(backend, view, pwin)

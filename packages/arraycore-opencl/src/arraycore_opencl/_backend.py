@@ -19,7 +19,7 @@ from arraycore.backend import (
     Key,
     Shape,
 )
-from arraycore.device_kernels import KernelHost
+from arraycore.kernel_host import KernelHost
 
 from . import _codegen, _runtime
 from ._array import OpenCLArray, contiguous_strides

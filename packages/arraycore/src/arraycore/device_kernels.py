@@ -10,7 +10,8 @@ CUDA C++ or plain OpenCL C, with concrete types in every kernel signature.
 arraycore-cuda builds them with NVRTC (through ``cupy.RawModule``); arraycore-opencl builds the
 OpenCL version for the kernels it has no strided version of (average pooling, the softmax family,
 the fused cross-entropy), so the same bodies run in the conformance kit and the nnlayers suite on
-any OpenCL device, PoCL in CI. Both backends inherit :class:`KernelHost`, the host side
+any OpenCL device, PoCL in CI. Both backends inherit :class:`KernelHost`
+(:mod:`arraycore.kernel_host`, importable from here too), the host side
 (argument checks, shapes, fallbacks, launches, the convolutions as im2col/col2im + matmul). A
 third-party GPU backend may use both.
 
@@ -30,15 +31,10 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 
 from __future__ import annotations
 
-import math
 import re
-from abc import ABC, abstractmethod
 from typing import Any
 
 import numpy as np
-
-from . import _interop, _nn
-from ._registry import namespace_of
 
 #: The kernel functions of :func:`source`, by name.
 KERNELS = (
@@ -53,7 +49,7 @@ KERNELS = (
 )
 
 #: dtypes the kernels are built for (float16 needs conversions the source does not have).
-DTYPES = ("float32", "float64")
+DTYPES: tuple[str, ...] = ("float32", "float64")
 
 #: The window geometry parameters, in every pooling and im2col/col2im kernel's signature.
 GEOM = (
@@ -364,10 +360,10 @@ def geometry(win: Any) -> tuple[np.int64, ...]:
 
 
 #: Longest row the one-work-item-per-row softmax kernels take; longer rows use the reference.
-SOFTMAX_MAX_ROW = 4096
+SOFTMAX_MAX_ROW: int = 4096
 
 #: The ``xp.nn`` functions :class:`KernelHost` serves (as ``shared_<name>`` methods).
-SHARED_NN = (
+SHARED_NN: tuple[str, ...] = (
     "conv2d",
     "conv2d_backward_data",
     "conv2d_backward_filter",
@@ -382,309 +378,21 @@ SHARED_NN = (
 )
 
 
-class KernelHost(ABC):
-    """The host side of the shared kernels, for a backend to inherit.
+def __getattr__(name: str) -> Any:
+    """``KernelHost`` lives in :mod:`arraycore.kernel_host` (which imports this module)."""
+    if name == "KernelHost":
+        from .kernel_host import KernelHost
 
-    It checks arguments exactly as arraycore's reference kernels do (same errors), computes
-    output shapes, makes inputs dense, launches, and falls back to the reference for what the
-    kernels do not cover (dtypes outside :data:`DTYPES`, softmax over another axis or rows
-    longer than :data:`SOFTMAX_MAX_ROW`). Every ``shared_*`` method has the signature of the
-    ``xp.nn`` function it can override (``"nn.avg_pool2d": self.shared_avg_pool2d``). A backend
-    supplies four things: :meth:`kernel_empty`, :meth:`kernel_dense`, :meth:`kernel_arg` and
-    :meth:`kernel_launch`. The CUDA backend (CuPy arrays) and the OpenCL backend (buffers) both
-    do, so the host logic below runs in the OpenCL backend's tests on PoCL too. Arrays of
-    another backend or device (NumPy's included) are refused with a BackendMismatchError.
-    """
+        return KernelHost
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-    #: The namespace the kernels serve (found at the first call, from :meth:`kernel_empty`).
-    _kernel_target: Any = None
 
-    @abstractmethod
-    def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-        """A new C-contiguous array of this backend."""
-
-    @abstractmethod
-    def kernel_dense(self, x: Any) -> Any:
-        """``x`` C-contiguous from its buffer's first element (a copy only when it is not)."""
-
-    @abstractmethod
-    def kernel_arg(self, x: Any) -> Any:
-        """What a launch passes for the dense array ``x`` (the array, or its buffer)."""
-
-    @abstractmethod
-    def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
-        """Run kernel ``name`` of the ``dtype`` build over ``n`` work items, asynchronously."""
-
-    # -- helpers ----------------------------------------------------------------------------------
-    def _kernel_xp(self, op: str, *arrays: Any) -> Any:
-        """The namespace of ``arrays``, which must be this host's backend and device (a clear
-        BackendMismatchError otherwise, never a kernel launched on another backend's array)."""
-        return _interop.kernel_namespace(self, op, *arrays)
-
-    def _launch_into(self, out: Any, name: str, *args: Any) -> Any:
-        """Launch an element kernel ``name(n, out, *args)`` over every element of ``out``."""
-        n = math.prod(out.shape)
-        if n:
-            self.kernel_launch(out.dtype, name, n, np.int64(n), self.kernel_arg(out), *args)
-        return out
-
-    def _dense_arg(self, x: Any) -> Any:
-        return self.kernel_arg(self.kernel_dense(x))
-
-    def shared_im2col(self, x: Any, win: Any) -> Any:
-        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) NCHW input ``x``."""
-        shape = (win.c * win.kh * win.kw, win.n * win.out_h * win.out_w)
-        out = self.kernel_empty(shape, x.dtype)
-        return self._launch_into(out, "im2col", self._dense_arg(x), *geometry(win))
-
-    def shared_col2im(self, cols: Any, win: Any) -> Any:
-        """The adjoint of :meth:`shared_im2col`: an ``(N, C, H, W)`` image."""
-        out = self.kernel_empty((win.n, win.c, win.h, win.w), cols.dtype)
-        return self._launch_into(out, "col2im", self._dense_arg(cols), *geometry(win))
-
-    #: dtypes the hooks :meth:`im2col`, :meth:`col2im`, :meth:`max_pool` and
-    #: :meth:`max_pool_backward` serve (a backend with kernels of its own for more dtypes widens
-    #: it); the convolutions and max pooling fall back to the reference otherwise.
-    hook_dtypes: tuple[str, ...] = DTYPES
-
-    def im2col(self, x: Any, win: Any) -> Any:
-        """The columns the convolutions multiply: :meth:`shared_im2col` unless the backend has
-        a kernel of its own (the OpenCL backend reads strided input in place)."""
-        return self.shared_im2col(x, win)
-
-    def col2im(self, cols: Any, win: Any) -> Any:
-        """The adjoint of :meth:`im2col` (:meth:`shared_col2im` by default)."""
-        return self.shared_col2im(cols, win)
-
-    def max_pool(self, x: Any, win: Any) -> Any:
-        """Max pooling of ``x`` over ``win`` (the shared kernel unless the backend has its own)."""
-        out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        return self._launch_into(out, "max_pool", self._dense_arg(x), *geometry(win))
-
-    def max_pool_backward(self, dy: Any, x: Any, win: Any) -> Any:
-        """The gradient of :meth:`max_pool` (each window's first maximum receives its ``dy``)."""
-        out = self.kernel_empty((win.n, win.c, win.h, win.w), dy.dtype)
-        args = (self._dense_arg(x), self._dense_arg(dy), *geometry(win))
-        return self._launch_into(out, "max_pool_backward", *args)
-
-    def accelerated(self, op: str, win: Any, *arrays: Any) -> Any:
-        """A library's result for convolution ``op`` (``conv2d`` with ``x, w``,
-        ``conv2d_backward_data`` with ``dy, w``, ``conv2d_backward_filter`` with ``x, dy``), or
-        None to use im2col/col2im and the backend's matmul. The CUDA backend tries cuDNN here."""
-        return None
-
-    # -- convolutions: im2col/col2im + one matmul for the whole batch -----------------------------
-    def _channels_first(self, xp: Any, y: Any) -> Any:
-        """``(N, C, H, W)`` as the ``(C, N*H*W)`` matrix the column layout multiplies."""
-        n, c, h, w = (int(s) for s in y.shape)
-        return xp.reshape(xp.permute_dims(y, (1, 0, 2, 3)), (c, n * h * w))
-
-    @staticmethod
-    def _matrix(xp: Any, w: Any) -> Any:
-        """Weights ``(O, C, KH, KW)`` (or ``(C_in, C_out, KH, KW)``) as rows."""
-        return xp.reshape(w, (int(w.shape[0]), math.prod(int(s) for s in w.shape[1:])))
-
-    def shared_conv2d(
-        self, x: Any, w: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
-    ) -> Any:
-        xp = self._kernel_xp("conv2d", x, w)
-        win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
-        _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
-        found = self.accelerated("conv2d", win, x, w)
-        if found is not None:
-            return found
-        if x.dtype.name not in self.hook_dtypes:
-            return _nn.conv2d(xp, x, w, stride=stride, padding=padding, dilation=dilation)
-        o = int(w.shape[0])
-        y2 = xp.matmul(self._matrix(xp, w), self.im2col(x, win))  # one GEMM per batch
-        y4 = xp.reshape(y2, (o, win.n, win.out_h, win.out_w))
-        return self.kernel_dense(xp.permute_dims(y4, (1, 0, 2, 3)))
-
-    def shared_conv2d_backward_data(
-        self,
-        dy: Any,
-        w: Any,
-        x_shape: Any,
-        *,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
-    ) -> Any:
-        op = "conv2d_backward_data"
-        xp = self._kernel_xp(op, dy, w)
-        win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
-        _nn.check_output_shape(op, "dy", dy.shape, win, int(w.shape[0]))
-        _nn.check_float(op, xp.isdtype, dy=dy, w=w)
-        found = self.accelerated(op, win, dy, w)
-        if found is not None:
-            return found
-        if dy.dtype.name not in self.hook_dtypes:
-            return _nn.conv2d_backward_data(
-                xp, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
-            )
-        w2 = self._matrix(xp, w)
-        cols = xp.matmul(xp.permute_dims(w2, (1, 0)), self._channels_first(xp, dy))
-        return self.col2im(cols, win)
-
-    def shared_conv2d_backward_filter(
-        self,
-        x: Any,
-        dy: Any,
-        w_shape: Any,
-        *,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
-    ) -> Any:
-        op = "conv2d_backward_filter"
-        xp = self._kernel_xp(op, x, dy)
-        win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
-        o = int(w_shape[0])
-        _nn.check_output_shape(op, "dy", dy.shape, win, o)
-        _nn.check_float(op, xp.isdtype, x=x, dy=dy)
-        found = self.accelerated(op, win, x, dy)
-        if found is not None:
-            return found
-        if x.dtype.name not in self.hook_dtypes:
-            return _nn.conv2d_backward_filter(
-                xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
-            )
-        cols = self.im2col(x, win)
-        dw = xp.matmul(self._channels_first(xp, dy), xp.permute_dims(cols, (1, 0)))
-        return xp.reshape(dw, (o, win.c, win.kh, win.kw))
-
-    def shared_conv2d_transpose(
-        self,
-        x: Any,
-        w: Any,
-        *,
-        stride: Any = 1,
-        padding: Any = 0,
-        dilation: Any = 1,
-        output_padding: Any = 0,
-    ) -> Any:
-        op = "conv2d_transpose"
-        xp = self._kernel_xp(op, x, w)
-        win = _nn.conv_transpose_window(
-            op, x.shape, w.shape, stride, padding, dilation, output_padding
-        )
-        _nn.check_float(op, xp.isdtype, x=x, w=w)
-        if x.dtype.name not in self.hook_dtypes:
-            return _nn.conv2d_transpose(
-                xp, x, w, stride=stride, padding=padding, dilation=dilation,
-                output_padding=output_padding,
-            )  # fmt: skip
-        w2 = self._matrix(xp, w)
-        cols = xp.matmul(xp.permute_dims(w2, (1, 0)), self._channels_first(xp, x))
-        return self.col2im(cols, win)
-
-    # -- pooling ----------------------------------------------------------------------------------
-    def shared_max_pool2d(
-        self, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
-    ) -> Any:
-        xp = self._kernel_xp("max_pool2d", x)
-        win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
-        _nn.check_float("max_pool2d", xp.isdtype, x=x)
-        if x.dtype.name not in self.hook_dtypes:
-            return _nn.max_pool2d(xp, x, kernel_size, stride, padding)
-        return self.max_pool(x, win)
-
-    def shared_max_pool2d_backward(
-        self, dy: Any, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
-    ) -> Any:
-        op = "max_pool2d_backward"
-        xp = self._kernel_xp(op, dy, x)
-        win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
-        _nn.check_float(op, xp.isdtype, dy=dy, x=x)
-        if x.dtype.name not in self.hook_dtypes:
-            return _nn.max_pool2d_backward(xp, dy, x, kernel_size, stride, padding)
-        return self.max_pool_backward(dy, x, win)
-
-    def shared_avg_pool2d(
-        self,
-        x: Any,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        count_include_pad: bool = True,
-    ) -> Any:
-        xp = self._kernel_xp("avg_pool2d", x)
-        win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
-        _nn.check_float("avg_pool2d", xp.isdtype, x=x)
-        if x.dtype.name not in DTYPES:
-            return _nn.avg_pool2d(xp, x, kernel_size, stride, padding, count_include_pad)
-        out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        flag = np.int32(bool(count_include_pad))
-        return self._launch_into(out, "avg_pool", self._dense_arg(x), *geometry(win), flag)
-
-    def shared_avg_pool2d_backward(
-        self,
-        dy: Any,
-        x_shape: Any,
-        kernel_size: Any,
-        stride: Any = None,
-        padding: Any = 0,
-        count_include_pad: bool = True,
-    ) -> Any:
-        op = "avg_pool2d_backward"
-        xp = self._kernel_xp(op, dy)
-        win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
-        _nn.check_float(op, xp.isdtype, dy=dy)
-        if dy.dtype.name not in DTYPES:
-            return _nn.avg_pool2d_backward(
-                xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
-            )
-        out = self.kernel_empty((win.n, win.c, win.h, win.w), dy.dtype)
-        flag = np.int32(bool(count_include_pad))
-        args = (self._dense_arg(dy), *geometry(win), flag)
-        return self._launch_into(out, "avg_pool_backward", *args)
-
-    # -- softmax family ---------------------------------------------------------------------------
-    def _softmax_rows(self, x: Any, axis: Any, op: str, log_mode: int) -> Any:
-        """The row kernel's result, or None where the reference must run."""
-        xp = self._kernel_xp(op, x)
-        _nn.check_float(op, xp.isdtype, x=x)
-        ndim = len(x.shape)
-        (ax,) = _nn.axis_tuple(axis, ndim, op)
-        cols = int(x.shape[ax]) if ndim else 0
-        if ax != ndim - 1 or x.dtype.name not in DTYPES or not 0 < cols <= SOFTMAX_MAX_ROW:
-            return None
-        rows = math.prod(int(s) for s in x.shape) // cols
-        out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
-        args = (np.int64(rows), np.int64(cols), self.kernel_arg(out), self._dense_arg(x))
-        self.kernel_launch(x.dtype, "softmax_rows", rows, *args, np.int32(log_mode))
-        return out
-
-    def shared_softmax(self, x: Any, axis: int = -1) -> Any:
-        out = self._softmax_rows(x, axis, "softmax", 0)
-        return _nn.softmax(namespace_of(x), x, axis) if out is None else out
-
-    def shared_log_softmax(self, x: Any, axis: int = -1) -> Any:
-        out = self._softmax_rows(x, axis, "log_softmax", 1)
-        return _nn.log_softmax(namespace_of(x), x, axis) if out is None else out
-
-    def shared_softmax_cross_entropy(
-        self, logits: Any, labels: Any, scale: float = 1.0
-    ) -> tuple[Any, Any]:
-        op = "softmax_cross_entropy"
-        xp = self._kernel_xp(op, logits, labels)
-        classes = _nn.check_cross_entropy(op, xp.isdtype, logits, labels)
-        rows = math.prod(int(s) for s in logits.shape[:-1])
-        if logits.dtype.name not in DTYPES or not 0 < classes <= SOFTMAX_MAX_ROW or rows == 0:
-            return _nn.softmax_cross_entropy(xp, logits, labels, scale)
-        labels64 = xp.astype(labels, xp.int64, copy=False)
-        dlogits = self.kernel_empty(tuple(int(s) for s in logits.shape), logits.dtype)
-        row_loss = self.kernel_empty((rows,), logits.dtype)
-        args = (
-            np.int64(rows), np.int64(classes), self.kernel_arg(dlogits),
-            self.kernel_arg(row_loss), self._dense_arg(logits), self._dense_arg(labels64),
-            logits.dtype.type(scale),
-        )  # fmt: skip
-        self.kernel_launch(logits.dtype, "softmax_xent_rows", rows, *args)
-        return xp.sum(row_loss), dlogits
-
-    def shared_overrides(self) -> dict[str, Any]:
-        """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""
-        return {f"nn.{name}": getattr(self, f"shared_{name}") for name in SHARED_NN}
+__all__ = [
+    "DTYPES",
+    "GEOM",
+    "KERNELS",
+    "SHARED_NN",
+    "SOFTMAX_MAX_ROW",
+    "geometry",
+    "source",
+]
