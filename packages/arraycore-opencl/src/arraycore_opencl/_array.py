@@ -91,3 +91,35 @@ class OpenCLArray(ArrayBase):
         return all(
             s == e for s, e, n in zip(self._strides, expected, self._shape, strict=True) if n != 1
         )
+
+
+def _collapse(
+    shape: tuple[int, ...], strides: list[tuple[int, ...]]
+) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
+    """Drop size-1 axes and merge axes that are contiguous in every operand (at least 1 axis)."""
+    dims = [(s, [st[i] for st in strides]) for i, s in enumerate(shape) if s != 1]
+    if not dims:
+        return (1,), [(0,) for _ in strides]
+    merged = [dims[0]]
+    for size, sts in dims[1:]:
+        psize, psts = merged[-1]
+        if all(p == c * size for p, c in zip(psts, sts, strict=True)):
+            merged[-1] = (psize * size, sts)
+        else:
+            merged.append((size, sts))
+    return tuple(m[0] for m in merged), [
+        tuple(m[1][i] for m in merged) for i in range(len(strides))
+    ]
+
+
+def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Strides of ``x`` broadcast to ``shape`` (0 on new or stretched axes)."""
+    if x.shape == shape:
+        return x.strides
+    lead = len(shape) - len(x.shape)
+    if lead < 0 or any(s not in (1, t) for s, t in zip(x.shape, shape[lead:], strict=True)):
+        raise ValueError(f"shape {tuple(x.shape)} does not broadcast to {tuple(shape)}")
+    out = [0] * lead
+    for s, st, target in zip(x.shape, x.strides, shape[lead:], strict=True):
+        out.append(st if s == target else 0)
+    return tuple(out)

@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arraycore import backend as _nn
 from arraycore.backend import (
     Array,
     Backend,
@@ -19,10 +18,11 @@ from arraycore.backend import (
     Key,
     Shape,
 )
-from arraycore.kernel_host import KernelHost
 
-from . import _codegen, _runtime
-from ._array import OpenCLArray, contiguous_strides
+from . import _gemm, _runtime
+from ._array import OpenCLArray, _broadcast_strides, _collapse, contiguous_strides
+from ._nn_kernels import OpenCLKernels
+from ._runtime import DTYPE_NAME as _NAME
 from ._runtime import DeviceRuntime
 
 SYSTEM_INSTALL = "apt-get install pocl-opencl-icd ocl-icd-opencl-dev libclblast-dev"
@@ -36,8 +36,6 @@ INSTALL = (
 _SPLIT = 2048
 _CHUNK = 512
 
-#: dtype -> name, faster than ``dtype.name`` (a Python property in NumPy) on every launch.
-_NAME: dict[np.dtype, str] = {np.dtype(n): n for n in _codegen.CTYPES}
 
 #: Products of at most this many multiply-adds (batch included) use the plain kernel: below it,
 #: CLBlast's per-call setup (milliseconds on PoCL) costs more than the product.
@@ -46,39 +44,7 @@ _SMALL_GEMM = 1 << 20
 _IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
-def _collapse(
-    shape: tuple[int, ...], strides: list[tuple[int, ...]]
-) -> tuple[tuple[int, ...], list[tuple[int, ...]]]:
-    """Drop size-1 axes and merge axes that are contiguous in every operand (at least 1 axis)."""
-    dims = [(s, [st[i] for st in strides]) for i, s in enumerate(shape) if s != 1]
-    if not dims:
-        return (1,), [(0,) for _ in strides]
-    merged = [dims[0]]
-    for size, sts in dims[1:]:
-        psize, psts = merged[-1]
-        if all(p == c * size for p, c in zip(psts, sts, strict=True)):
-            merged[-1] = (psize * size, sts)
-        else:
-            merged.append((size, sts))
-    return tuple(m[0] for m in merged), [
-        tuple(m[1][i] for m in merged) for i in range(len(strides))
-    ]
-
-
-def _broadcast_strides(x: OpenCLArray, shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Strides of ``x`` broadcast to ``shape`` (0 on new or stretched axes)."""
-    if x.shape == shape:
-        return x.strides
-    lead = len(shape) - len(x.shape)
-    if lead < 0 or any(s not in (1, t) for s, t in zip(x.shape, shape[lead:], strict=True)):
-        raise ValueError(f"shape {tuple(x.shape)} does not broadcast to {tuple(shape)}")
-    out = [0] * lead
-    for s, st, target in zip(x.shape, x.strides, shape[lead:], strict=True):
-        out.append(st if s == target else 0)
-    return tuple(out)
-
-
-class OpenCLBackend(Backend, KernelHost):
+class OpenCLBackend(Backend, OpenCLKernels):
     """arraycore on any OpenCL device (GPUs, and CPUs through PoCL), with CLBlast GEMM.
 
     ``ARRAYCORE_DEVICE`` picks the device: a flat index over all platforms' devices (``0``),
@@ -406,7 +372,7 @@ class OpenCLBackend(Backend, KernelHost):
         nb = math.prod(batch)
         blas = _NAME[dt] in ("float32", "float64") or (_NAME[dt] == "float16" and self.rt.fp16)
         if blas and nb * m * n * k > _SMALL_GEMM:
-            self._gemm(x1, x2, out, batch, m, n, k)
+            _gemm.gemm(self, x1, x2, out, batch, m, n, k)
             return out
         if nb == 1:
             a, b = x1, x2
@@ -435,60 +401,6 @@ class OpenCLBackend(Backend, KernelHost):
             np.int64(b.strides[-1]),
         )
         return out
-
-    def _gemm_operand(self, x: OpenCLArray) -> tuple[OpenCLArray, bool, int]:
-        """(array, transposed, leading dimension) of a 2-D operand, copying only if needed."""
-        rows, cols = x.shape
-        rs, cs = x.strides
-        if (cs == 1 or cols == 1) and rs >= max(cols, 1):
-            return x, False, rs
-        if (rs == 1 or rows == 1) and cs >= max(rows, 1):
-            return x, True, cs
-        c = self.astype(x, x.dtype)
-        return c, False, max(cols, 1)
-
-    def _gemm(
-        self,
-        x1: OpenCLArray,
-        x2: OpenCLArray,
-        out: OpenCLArray,
-        batch: tuple[int, ...],
-        m: int,
-        n: int,
-        k: int,
-    ) -> None:
-        import pyclblast
-
-        cla = _runtime._cl().array
-        dt = out.dtype
-        q = self.rt.queue
-
-        def wrap(x: OpenCLArray) -> Any:
-            count = x._buf.size // dt.itemsize
-            return cla.Array(q, (1, count), dt, data=x._buf)
-
-        if math.prod(x2.shape[:-2]) == 1:
-            # One GEMM: the batch axes of x1 fold into its rows.
-            b2 = self.reshape(x2, (k, n)) if x2.ndim != 2 else x2
-            rows = math.prod(batch) * m
-            a2 = x1
-            if x1.ndim != 2:
-                a2 = self.reshape(self.broadcast_to(x1, (*batch, m, k)), (rows, k))
-            a2, at, lda = self._gemm_operand(a2)
-            b2, bt, ldb = self._gemm_operand(b2)
-            pyclblast.gemm(
-                q, rows, n, k, wrap(a2), wrap(b2), wrap(out), a_ld=lda, b_ld=ldb, c_ld=n,
-                a_transp=at, b_transp=bt, a_offset=a2._offset, b_offset=b2._offset,
-            )  # fmt: skip
-            return
-        a = self._contiguous(self.broadcast_to(x1, (*batch, m, k)))
-        b = self._contiguous(self.broadcast_to(x2, (*batch, k, n)))
-        nb = math.prod(batch)
-        pyclblast.gemmStridedBatched(
-            q, m, n, k, nb, wrap(a), wrap(b), wrap(out), a_ld=k, b_ld=n, c_ld=n,
-            a_stride=m * k, b_stride=k * n, c_stride=m * n, a_offset=a._offset,
-            b_offset=b._offset,
-        )  # fmt: skip
 
     # -- layout ------------------------------------------------------------------------------------
     def _view(
@@ -641,61 +553,6 @@ class OpenCLBackend(Backend, KernelHost):
             "nn.log_softmax": self.shared_log_softmax,
             "nn.softmax_cross_entropy": self.shared_softmax_cross_entropy,
         }
-
-    def _geometry(self, win: _nn.Window2d, *strided: OpenCLArray) -> Any:
-        (top, _), (left, _) = win.pads
-        values = (
-            win.n, win.c, win.h, win.w, win.kh, win.kw, win.out_h, win.out_w, *win.stride,
-            *win.dilation, top, left, *(s for x in strided for s in x.strides),
-        )  # fmt: skip
-        return self.rt.meta(tuple(int(v) for v in values))
-
-    def _nn_launch(
-        self, name: str, win: _nn.Window2d, out: OpenCLArray, *inputs: OpenCLArray
-    ) -> OpenCLArray:
-        args: list[Any] = [np.int64(out.size), self._geometry(win, *inputs), out._buf]
-        for x in inputs:
-            args += [x._buf, np.int64(x._offset)]
-        self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), out.size, *args)
-        return out
-
-    #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
-    hook_dtypes = ("float16", "float32", "float64")
-
-    def im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
-        from a strided ``x`` (the shared kernel would need a dense copy first)."""
-        out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
-        return self._nn_launch("im2col", win, out, x)
-
-    def col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
-        out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
-        return self._nn_launch("col2im", win, out, self._contiguous(cols))
-
-    def max_pool(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
-        out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        return self._nn_launch("max_pool", win, out, x)
-
-    def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
-        """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook)."""
-        out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
-        return self._nn_launch("max_pool_backward", win, out, x, dy)
-
-    # -- KernelHost: arraycore's shared kernels (average pooling, softmax family) --------------
-    # The CUDA backend runs the same kernel bodies and the same host code (KernelHost).
-    def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> OpenCLArray:
-        return self._empty(shape, dtype)
-
-    def kernel_dense(self, x: OpenCLArray) -> OpenCLArray:
-        return x if x._offset == 0 and x.is_contiguous else self.astype(x, x.dtype)
-
-    def kernel_arg(self, x: OpenCLArray) -> Any:
-        return x._buf
-
-    def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
-        self.rt.launch(self.rt.kernel("dk", _NAME[dtype], name), n, *args)
 
     # -- random numbers ----------------------------------------------------------------------------
     def rng_state(self, seed: int) -> list[int]:

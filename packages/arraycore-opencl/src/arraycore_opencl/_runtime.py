@@ -25,6 +25,9 @@ LOCAL_SIZE = 128
 #: a device without double precision).
 ENV_NO_FP64 = "ARRAYCORE_OPENCL_NO_FP64"
 
+#: dtype -> name, faster than ``dtype.name`` (a Python property in NumPy) on every launch.
+DTYPE_NAME: dict[np.dtype, str] = {np.dtype(n): n for n in _codegen.CTYPES}
+
 
 _SCALARS = {
     "long": np.int64,

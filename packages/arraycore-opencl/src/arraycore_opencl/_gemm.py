@@ -1,0 +1,69 @@
+"""CLBlast GEMM for the OpenCL backend's ``matmul`` (floats, above ``_SMALL_GEMM``)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from . import _runtime
+from ._array import OpenCLArray
+
+if TYPE_CHECKING:
+    from ._backend import OpenCLBackend
+
+
+def gemm_operand(bk: OpenCLBackend, x: OpenCLArray) -> tuple[OpenCLArray, bool, int]:
+    """(array, transposed, leading dimension) of a 2-D operand, copying only if needed."""
+    rows, cols = x.shape
+    rs, cs = x.strides
+    if (cs == 1 or cols == 1) and rs >= max(cols, 1):
+        return x, False, rs
+    if (rs == 1 or rows == 1) and cs >= max(rows, 1):
+        return x, True, cs
+    c = bk.astype(x, x.dtype)
+    return c, False, max(cols, 1)
+
+
+def gemm(
+    bk: OpenCLBackend,
+    x1: OpenCLArray,
+    x2: OpenCLArray,
+    out: OpenCLArray,
+    batch: tuple[int, ...],
+    m: int,
+    n: int,
+    k: int,
+) -> None:
+    """``out = x1 @ x2`` with CLBlast: one GEMM when ``x2`` has no batch, else a strided batch."""
+    import pyclblast
+
+    cla = _runtime._cl().array
+    dt = out.dtype
+    q = bk.rt.queue
+
+    def wrap(x: OpenCLArray) -> Any:
+        count = x._buf.size // dt.itemsize
+        return cla.Array(q, (1, count), dt, data=x._buf)
+
+    if math.prod(x2.shape[:-2]) == 1:
+        # One GEMM: the batch axes of x1 fold into its rows.
+        b2 = bk.reshape(x2, (k, n)) if x2.ndim != 2 else x2
+        rows = math.prod(batch) * m
+        a2 = x1
+        if x1.ndim != 2:
+            a2 = bk.reshape(bk.broadcast_to(x1, (*batch, m, k)), (rows, k))
+        a2, at, lda = gemm_operand(bk, a2)
+        b2, bt, ldb = gemm_operand(bk, b2)
+        pyclblast.gemm(
+            q, rows, n, k, wrap(a2), wrap(b2), wrap(out), a_ld=lda, b_ld=ldb, c_ld=n,
+            a_transp=at, b_transp=bt, a_offset=a2._offset, b_offset=b2._offset,
+        )  # fmt: skip
+        return
+    a = bk._contiguous(bk.broadcast_to(x1, (*batch, m, k)))
+    b = bk._contiguous(bk.broadcast_to(x2, (*batch, k, n)))
+    nb = math.prod(batch)
+    pyclblast.gemmStridedBatched(
+        q, m, n, k, nb, wrap(a), wrap(b), wrap(out), a_ld=k, b_ld=n, c_ld=n,
+        a_stride=m * k, b_stride=k * n, c_stride=m * n, a_offset=a._offset,
+        b_offset=b._offset,
+    )  # fmt: skip

@@ -1,0 +1,87 @@
+"""The OpenCL backend's nn kernels: its own strided im2col, col2im and max-pooling kernels, and
+arraycore's shared kernels (:mod:`arraycore.device_kernels`) through :class:`KernelHost`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from arraycore import backend as _nn
+from arraycore.kernel_host import KernelHost
+
+from ._array import OpenCLArray
+from ._runtime import DTYPE_NAME as _NAME
+
+if TYPE_CHECKING:
+    from ._runtime import DeviceRuntime
+
+
+class OpenCLKernels(KernelHost):
+    """The nn overrides of :class:`arraycore_opencl.OpenCLBackend` (a mixin of it)."""
+
+    rt: DeviceRuntime
+
+    def _empty(self, shape: tuple[int, ...], dtype: np.dtype) -> OpenCLArray:
+        raise NotImplementedError
+
+    def _contiguous(self, x: OpenCLArray) -> OpenCLArray:
+        raise NotImplementedError
+
+    def astype(self, x: Any, dtype: np.dtype) -> OpenCLArray:
+        raise NotImplementedError
+
+    def _geometry(self, win: _nn.Window2d, *strided: OpenCLArray) -> Any:
+        (top, _), (left, _) = win.pads
+        values = (
+            win.n, win.c, win.h, win.w, win.kh, win.kw, win.out_h, win.out_w, *win.stride,
+            *win.dilation, top, left, *(s for x in strided for s in x.strides),
+        )  # fmt: skip
+        return self.rt.meta(tuple(int(v) for v in values))
+
+    def _nn_launch(
+        self, name: str, win: _nn.Window2d, out: OpenCLArray, *inputs: OpenCLArray
+    ) -> OpenCLArray:
+        args: list[Any] = [np.int64(out.size), self._geometry(win, *inputs), out._buf]
+        for x in inputs:
+            args += [x._buf, np.int64(x._offset)]
+        self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), out.size, *args)
+        return out
+
+    #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
+    hook_dtypes = ("float16", "float32", "float64")
+
+    def im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
+        from a strided ``x`` (the shared kernel would need a dense copy first)."""
+        out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
+        return self._nn_launch("im2col", win, out, x)
+
+    def col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
+        out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
+        return self._nn_launch("col2im", win, out, self._contiguous(cols))
+
+    def max_pool(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
+        out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
+        return self._nn_launch("max_pool", win, out, x)
+
+    def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+        """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook)."""
+        out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
+        return self._nn_launch("max_pool_backward", win, out, x, dy)
+
+    # -- KernelHost: arraycore's shared kernels (average pooling, softmax family) --------------
+    # The CUDA backend runs the same kernel bodies and the same host code (KernelHost).
+    def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> OpenCLArray:
+        return self._empty(shape, dtype)
+
+    def kernel_dense(self, x: OpenCLArray) -> OpenCLArray:
+        return x if x._offset == 0 and x.is_contiguous else self.astype(x, x.dtype)
+
+    def kernel_arg(self, x: OpenCLArray) -> Any:
+        return x._buf
+
+    def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
+        self.rt.launch(self.rt.kernel("dk", _NAME[dtype], name), n, *args)
