@@ -1,0 +1,176 @@
+"""Conformance of the ``xp.nn`` kernels' errors: bad shapes, sizes, paddings, dtypes and labels
+raise before any computation, naming the op and the shapes (the rules of
+:mod:`arraycore.nn_shapes`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .test_nn import _dtype
+
+
+def _f32(xp: Any, *shape: int) -> Any:
+    return xp.zeros(shape, dtype=xp.float32)
+
+
+BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
+    (
+        "conv2d-3d-x",
+        lambda xp: xp.nn.conv2d(_f32(xp, 3, 5, 5), _f32(xp, 2, 3, 3, 3)),
+        ValueError,
+        r"conv2d: x must be 4-D \(N, C, H, W\), got shape \(3, 5, 5\)",
+    ),
+    (
+        "conv2d-channels",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 3, 5, 5), _f32(xp, 2, 4, 3, 3)),
+        ValueError,
+        r"conv2d: x of shape \(1, 3, 5, 5\) has 3 channels but w of shape \(2, 4, 3, 3\)",
+    ),
+    (
+        "conv2d-kernel-too-large",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), _f32(xp, 1, 1, 3, 3), dilation=2),
+        ValueError,
+        r"conv2d: kernel \(3, 3\) with dilation \(2, 2\) spans \(5, 5\), larger than the "
+        r"padded input \(4, 4\)",
+    ),
+    (
+        "conv2d-stride-0",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), _f32(xp, 1, 1, 3, 3), stride=(1, 0)),
+        ValueError,
+        r"conv2d: stride must be >= 1, got \(1, 0\)",
+    ),
+    (
+        "conv2d-negative-padding",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), _f32(xp, 1, 1, 3, 3), padding=-1),
+        ValueError,
+        r"conv2d: padding must be an int, \(ph, pw\) or \(\(top, bottom\), \(left, right\)\)",
+    ),
+    (
+        "conv2d-integer-w",
+        lambda xp: xp.nn.conv2d(_f32(xp, 1, 1, 4, 4), xp.zeros((1, 1, 3, 3), dtype=xp.int32)),
+        TypeError,
+        r"conv2d: w must have a real floating dtype, got int32",
+    ),
+    (
+        "backward-data-dy-shape",
+        lambda xp: xp.nn.conv2d_backward_data(
+            _f32(xp, 1, 2, 3, 3), _f32(xp, 2, 1, 3, 3), (1, 1, 6, 6)
+        ),
+        ValueError,
+        r"conv2d_backward_data: dy has shape \(1, 2, 3, 3\), expected \(1, 2, 4, 4\)",
+    ),
+    (
+        "backward-filter-dy-shape",
+        lambda xp: xp.nn.conv2d_backward_filter(
+            _f32(xp, 1, 1, 6, 6), _f32(xp, 1, 3, 4, 4), (2, 1, 3, 3)
+        ),
+        ValueError,
+        r"conv2d_backward_filter: dy has shape \(1, 3, 4, 4\), expected \(1, 2, 4, 4\)",
+    ),
+    (
+        "transpose-output-padding",
+        lambda xp: xp.nn.conv2d_transpose(
+            _f32(xp, 1, 2, 3, 3), _f32(xp, 2, 1, 3, 3), stride=2, output_padding=2
+        ),
+        ValueError,
+        r"conv2d_transpose: output_padding \(2, 2\) must be smaller than stride \(2, 2\)",
+    ),
+    (
+        "transpose-channels",
+        lambda xp: xp.nn.conv2d_transpose(_f32(xp, 1, 2, 3, 3), _f32(xp, 3, 1, 3, 3)),
+        ValueError,
+        r"conv2d_transpose: x of shape \(1, 2, 3, 3\) has 2 channels but w of shape "
+        r"\(3, 1, 3, 3\) expects 3",
+    ),
+    (
+        "max-pool-padding",
+        lambda xp: xp.nn.max_pool2d(_f32(xp, 1, 1, 4, 4), 3, 2, 2),
+        ValueError,
+        r"max_pool2d: padding \(\(2, 2\), \(2, 2\)\) must be at most half of kernel_size "
+        r"\(3, 3\)",
+    ),
+    (
+        "avg-pool-kernel-too-large",
+        lambda xp: xp.nn.avg_pool2d(_f32(xp, 1, 1, 4, 4), 5),
+        ValueError,
+        r"avg_pool2d: kernel_size \(5, 5\) is larger than the padded input \(4, 4\)",
+    ),
+    (
+        "max-pool-backward-dy-shape",
+        lambda xp: xp.nn.max_pool2d_backward(_f32(xp, 1, 1, 3, 3), _f32(xp, 1, 1, 4, 4), 2),
+        ValueError,
+        r"max_pool2d_backward: dy has shape \(1, 1, 3, 3\), expected \(1, 1, 2, 2\)",
+    ),
+    (
+        "pool-2d-x",
+        lambda xp: xp.nn.max_pool2d(_f32(xp, 4, 4), 2),
+        ValueError,
+        r"max_pool2d: x must be 4-D \(N, C, H, W\), got shape \(4, 4\)",
+    ),
+    (
+        "softmax-axis",
+        lambda xp: xp.nn.softmax(_f32(xp, 2, 3), axis=2),
+        ValueError,
+        r"softmax: axis 2 is out of range for an array of 2 dimensions",
+    ),
+    (
+        "batch_norm-3d-x",
+        lambda xp: xp.nn.batch_norm(_f32(xp, 2, 3, 4), _f32(xp, 3), _f32(xp, 3)),
+        ValueError,
+        r"batch_norm: x must be \(N, C\) or \(N, C, H, W\), got shape \(2, 3, 4\)",
+    ),
+    (
+        "batch_norm-gamma",
+        lambda xp: xp.nn.batch_norm(_f32(xp, 2, 3, 4, 4), _f32(xp, 4), _f32(xp, 3)),
+        ValueError,
+        r"batch_norm: gamma has shape \(4,\), expected \(3,\) for x of shape \(2, 3, 4, 4\)",
+    ),
+    (
+        "batch_norm_backward-dy",
+        lambda xp: xp.nn.batch_norm_backward(
+            _f32(xp, 2, 4), _f32(xp, 2, 3), _f32(xp, 3), _f32(xp, 3), _f32(xp, 3)
+        ),
+        ValueError,
+        r"batch_norm_backward: dy has shape \(2, 4\), expected \(2, 3\)",
+    ),
+    (
+        "one-hot-float-indices",
+        lambda xp: xp.nn.one_hot(_f32(xp, 3), 4),
+        TypeError,
+        r"one_hot: indices must have an integer dtype, got float32 \(shape \(3,\)\)",
+    ),
+    (
+        "softmax_cross_entropy-labels",
+        lambda xp: xp.nn.softmax_cross_entropy(_f32(xp, 3, 4), xp.zeros((4,), dtype=xp.int64)),
+        ValueError,
+        r"softmax_cross_entropy: labels of shape \(4,\) do not match logits of shape "
+        r"\(3, 4\) \(expected \(3,\)\)",
+    ),
+    (
+        "softmax_cross_entropy-float-labels",
+        lambda xp: xp.nn.softmax_cross_entropy(_f32(xp, 3, 4), _f32(xp, 3)),
+        TypeError,
+        r"softmax_cross_entropy: labels must have an integer dtype, got float32 \(shape \(3,\)\)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [case[1:] for case in BAD_CALLS],
+    ids=[case[0] for case in BAD_CALLS],
+)
+def test_bad_input_errors_name_the_op_and_shapes(
+    xp: Any, call: Any, error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        call(xp)
+
+
+def test_mixed_dtypes_are_an_error(xp: Any) -> None:
+    _dtype(xp, "float64")
+    x, w = _f32(xp, 1, 1, 4, 4), xp.zeros((1, 1, 3, 3), dtype=xp.float64)
+    with pytest.raises(TypeError, match=r"conv2d: dtypes differ \(x float32, w float64\)"):
+        xp.nn.conv2d(x, w)
