@@ -526,7 +526,10 @@ def softmax_cross_entropy(
 
 
 # -- batch normalisation: in _nn_batchnorm (re-exported here, where backends look for them) ----
-from ._nn_batchnorm import (  # noqa: E402
-    batch_norm,
-    batch_norm_backward,
-)
+from . import _nn_batchnorm  # noqa: E402
+
+batch_norm = _nn_batchnorm.batch_norm
+batch_norm_axes = _nn_batchnorm.batch_norm_axes
+batch_norm_backward = _nn_batchnorm.batch_norm_backward
+check_batch_norm = _nn_batchnorm.check_batch_norm
+check_batch_norm_backward = _nn_batchnorm.check_batch_norm_backward
