@@ -31,6 +31,7 @@ array's values on the host (no synchronisation).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 from typing import Any
 
 from .nn_shapes import (
@@ -41,9 +42,11 @@ from .nn_shapes import (
     int_arg,
     pool_window,
 )
+from .protocol import ArrayNamespace
 
 Array = Any
-Namespace = Any
+#: The namespace the kernels are written against (the NumPy backend passes the numpy module).
+Namespace = ArrayNamespace | ModuleType
 
 __all__ = [
     "avg_pool2d",

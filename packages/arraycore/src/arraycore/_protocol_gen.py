@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import inspect
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -53,7 +54,10 @@ def _annotation(text: Any) -> str:
         return "Any"
     text = text if isinstance(text, str) else getattr(text, "__name__", repr(text))
     words = {w for w in _tokens(text)}
-    return text if words <= _KNOWN else "Any"
+    if not words <= _KNOWN:
+        return "Any"
+    # inside ArrayNamespace the name bool is the dtype attribute, not the type
+    return re.sub(r"(?<![\w.])bool\b", "builtins.bool", text)
 
 
 def _tokens(text: str) -> list[str]:
@@ -149,7 +153,9 @@ def _unbound_static(fn: Any) -> Any:
 
 def render() -> str:
     """The text of ``protocol.py`` for the namespace as it is now."""
-    dtypes = [n for n in dir(Namespace) if isinstance(getattr(Namespace, n), type(Namespace.int8))]
+    import numpy as np
+
+    dtypes = [n for n in vars(Namespace) if isinstance(getattr(Namespace, n), np.dtype)]
     constants = [n for n in ("e", "pi", "inf", "nan") if hasattr(Namespace, n)]
     subs = {
         "nn": "NNFunctions",
@@ -169,6 +175,7 @@ def render() -> str:
     lines += _protocol("RandomFunctions", RandomNamespace, "``xp.random``: seeded numbers.", [])
     lines += _protocol("LinalgFunctions", LinalgNamespace, "``xp.linalg``: the extension.", [])
     extra = [
+        "    def __array_namespace_info__(self) -> Any: ...",
         "    __array_api_version__: str",
         "    __name__: str",
         "    name: str",
