@@ -39,12 +39,8 @@ backend, none of this code runs (``--self-check`` tests that).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import gc
-import json
 import os
-import platform
-import re
 import statistics
 import sys
 import time
@@ -61,6 +57,18 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(HERE))
 
 import numpy_steps  # noqa: E402
+from bench_report import (  # noqa: E402
+    CUDA_NN,
+    CUDA_TORCH,
+    fmt_ms,
+    gpu_info,
+    machine,
+    report,
+    step_table,
+    sweep_table,
+    write_docs,
+    write_json,
+)
 
 import arraycore  # noqa: E402
 import nnlayers.expr as ex  # noqa: E402
@@ -77,9 +85,7 @@ else:
     TORCH_NOTE = ""
 
 LR, MOMENTUM = 0.01, 0.9
-CUDA_NN, CUDA_TORCH = "nnlayers[cuda]", "PyTorch[cuda]"
 GPU_WARMUP = 20  # untimed steps of each GPU implementation before the estimate and the timing
-START, END = "<!-- bench:start -->", "<!-- bench:end -->"
 
 
 # -- networks ---------------------------------------------------------------------------------
@@ -422,177 +428,6 @@ def set_threads(n: int) -> str:
 _LIMITS: Any = None
 
 
-def machine() -> dict[str, str]:
-    """CPU model and cores, library versions, date."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        found = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
-        if found:
-            cpu = found.group(1).strip()
-    except OSError:
-        pass
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]  # type: ignore[index]
-        blas_name = f"{blas['name']} {blas.get('version', '')}".strip()
-    except Exception:
-        blas_name = "unknown BLAS"
-    return {
-        "cpu": f"{cpu}, {os.cpu_count()} logical cores",
-        "python": platform.python_version(),
-        "numpy": f"numpy {np.__version__} ({blas_name})",
-        "torch": torch_steps.version() if torch_steps is not None else TORCH_NOTE,
-        "date": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-    }
-
-
-def gpu_info(torch_cuda: bool) -> str:
-    """The GPU (the CUDA backend's device; torch's name for it too where torch sees it), CuPy,
-    CUDA runtime and driver versions (as ``arraycore info`` reports them), torch's CUDA and
-    cuDNN versions and TF32 settings. Called only when the ``cuda`` backend is in use."""
-    xp = arraycore.namespace("cuda")
-    parts = [f"GPU {xp.device}", type(xp._backend).version()]
-    if torch_cuda and torch_steps is not None:
-        parts.append(f"PyTorch on {torch_steps.cuda_info()}")
-    tf32 = os.environ.get("CUPY_TF32", "0")
-    on = tf32.strip().isdigit() and int(tf32) > 0  # CuPy's own test for it
-    parts.append(f"CUPY_TF32={tf32} ({'TF32 on' if on else 'full float32'} in CuPy's matmuls)")
-    return "; ".join(parts)
-
-
-# -- report ---------------------------------------------------------------------------------------
-def fmt_ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g}" if seconds < 0.1 else f"{seconds * 1e3:.0f}"
-
-
-def ratio(a: float | None, b: float | None) -> str:
-    return "-" if a is None or b is None else f"{a / b:.2f}x"
-
-
-def step_table(results: list[tuple[Case, list[Impl]]], memory: dict[str, dict[str, int]]) -> str:
-    names = [impl.name for impl in results[0][1]]
-    head = ["network", *[f"{n} ms" for n in names], "nnlayers / NumPy", "nnlayers / PyTorch"]
-    extra = [n for n in names if n.startswith("nnlayers[")]
-    head += [f"{n} / NumPy" for n in extra]
-    gpu_pair = CUDA_NN in names and CUDA_TORCH in names
-    if gpu_pair:
-        head.append(f"{CUDA_NN} / {CUDA_TORCH}")
-    head += ["peak MB nnlayers", "peak MB NumPy", "memory ratio"]
-    gpu_mem = [n for n in (CUDA_NN, CUDA_TORCH) if any(n in m for m in memory.values())]
-    head += [f"peak device MB {n}" for n in gpu_mem]
-    if len(gpu_mem) == 2:
-        head.append("device memory ratio")
-    rows = [head, ["---"] * len(head)]
-    for case, impls in results:
-        med = {i.name: i.median for i in impls}
-        mem = memory.get(case.name, {})
-        row = [case.name, *[fmt_ms(med[n]) for n in names]]
-        row += [ratio(med["nnlayers"], med["NumPy"]), ratio(med["nnlayers"], med.get("PyTorch"))]
-        row += [ratio(med[n], med["NumPy"]) for n in extra]
-        if gpu_pair:
-            row.append(ratio(med[CUDA_NN], med[CUDA_TORCH]))
-        mn, mp = mem.get("nnlayers"), mem.get("NumPy")
-        row += [
-            "-" if mn is None else f"{mn / 2**20:.1f}",
-            "-" if mp is None else f"{mp / 2**20:.1f}",
-            ratio(mn, mp),
-        ]
-        row += ["-" if mem.get(n) is None else f"{mem[n] / 2**20:.1f}" for n in gpu_mem]
-        if len(gpu_mem) == 2:
-            row.append(ratio(mem.get(CUDA_NN), mem.get(CUDA_TORCH)))
-        rows.append(row)
-    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
-
-
-def sweep_table(results: list[tuple[Case, list[Impl]]]) -> str:
-    names = [impl.name for impl in results[0][1]]
-    head = ["batch", *[f"{n} µs/sample" for n in names], "nnlayers / NumPy", "nnlayers / PyTorch"]
-    gpu_pair = CUDA_NN in names and CUDA_TORCH in names
-    if gpu_pair:
-        head.append(f"{CUDA_NN} / {CUDA_TORCH}")
-    rows = [head, ["---"] * len(head)]
-    for case, impls in results:
-        med = {i.name: i.median for i in impls}
-        row = [str(case.batch), *[f"{med[n] / case.batch * 1e6:.1f}" for n in names]]
-        row += [ratio(med["nnlayers"], med["NumPy"]), ratio(med["nnlayers"], med.get("PyTorch"))]
-        if gpu_pair:
-            row.append(ratio(med[CUDA_NN], med[CUDA_TORCH]))
-        rows.append(row)
-    return "\n".join("| " + " | ".join(r) + " |" for r in rows)
-
-
-def report(
-    info: dict[str, str], threads: int, pools: str, steps: str, sweep: str, notes: list[str]
-) -> str:
-    gpu = f" GPU implementations: {info['gpu']}." if info.get("gpu") else ""
-    lines = [
-        f"Measured {info['date']} on {info['cpu']}; Python {info['python']}, {info['numpy']}, "
-        f"{info['torch']}. Every implementation ran with {threads} thread(s) ({pools}).{gpu}",
-        "",
-        "Median training step (forward, backward, SGD-momentum update), float32, timed "
-        "round-robin in one run:",
-        "",
-        steps,
-        "",
-        "MLP 784-1024-1024-10, per-sample cost of a step by batch size:",
-        "",
-        sweep,
-    ]
-    if notes:
-        lines += ["", *[f"- {n}" for n in notes]]
-    return "\n".join(lines)
-
-
-def write_docs(path: Path, text: str) -> None:
-    """Replace the text between the bench markers of ``path`` (create the page if missing)."""
-    block = f"{START}\n{text}\n{END}"
-    if path.exists():
-        old = path.read_text(encoding="utf-8")
-        if START in old and END in old:
-            before, rest = old.split(START, 1)
-            after = rest.split(END, 1)[1]
-            path.write_text(before + block + after, encoding="utf-8")
-            return
-        path.write_text(old.rstrip() + "\n\n" + block + "\n", encoding="utf-8")
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(f"# Benchmarks\n\n{block}\n", encoding="utf-8")
-
-
-def write_json(
-    path: Path,
-    info: dict[str, str],
-    threads: int,
-    results: list[tuple[Case, list[Impl]]],
-    memory: dict[str, dict[str, int]],
-    sweep: list[tuple[Case, list[Impl]]],
-    notes: list[str],
-) -> None:
-    """The run's figures for programs (the offline GPU verification reads them): median step
-    seconds per case and implementation, peak bytes, the sweep and the notes."""
-    data = {
-        "machine": info,
-        "threads": threads,
-        "cases": [
-            {
-                "name": case.name,
-                "batch": case.batch,
-                "median_seconds": {impl.name: impl.median for impl in impls},
-                "repeats": {impl.name: len(impl.times) for impl in impls},
-                "peak_bytes": memory.get(case.name, {}),
-            }
-            for case, impls in results
-        ],
-        "sweep": [
-            {"name": case.name, "median_seconds": {impl.name: impl.median for impl in impls}}
-            for case, impls in sweep
-        ],
-        "notes": notes,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-
-
 # -- main -----------------------------------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -618,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(filter(None, args.only.split(","))) or {"mlp", "lenet", "small", "sweep", "memory"}
 
     pools = set_threads(args.threads)
-    info = machine()
+    info = machine(torch_steps.version() if torch_steps is not None else TORCH_NOTE)
     notes = []
     if TORCH_NOTE:
         notes.append(TORCH_NOTE)
@@ -650,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             why = TORCH_NOTE or "torch.cuda.is_available() is False"
             notes.append(f"no {CUDA_TORCH} column: {why}")
-        info["gpu"] = gpu_info(torch_cuda)
+        info["gpu"] = gpu_info(torch_steps if torch_cuda else None)
     print(f"{info['cpu']} | {info['numpy']} | {info['torch']} | {pools}", flush=True)
     if info.get("gpu"):
         print(info["gpu"], flush=True)
