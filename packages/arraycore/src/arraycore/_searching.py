@@ -216,30 +216,53 @@ class SearchingFunctions(NamespaceBase):
         nonzero = self.not_equal(x, self._backend.full((), 0, x.dtype))
         return self.sum(nonzero, axis=axes, keepdims=keepdims, dtype=_INT64)
 
-    @_host.host_function("unique_values")
+    def _unique(self, op: str, x: Array) -> UniqueAllResult:
+        """All four results of the unique functions, built on ``argsort`` (the device's where the
+        backend sorts on the device): a stable sort puts each value's first occurrence first in
+        its group; groups start where a sorted element differs from the one before (NaN differs
+        from everything, so every NaN is its own group)."""
+        self._check(op, x)
+        bk = self._backend
+        n = math.prod(x.shape)
+        flat = bk.reshape(x, (n,))
+        if n == 0:
+            empty = bk.full((0,), 0, _INT64)
+            return UniqueAllResult(flat, empty, bk.full(tuple(x.shape), 0, _INT64), empty)
+        order = self.argsort(flat, stable=True)
+        ranked = bk.take(flat, order, 0)
+        new_group = bk.full((1,), True, np.dtype("bool"))
+        if n > 1:
+            later = bk.getitem(ranked, (slice(1, None),))
+            earlier = bk.getitem(ranked, (slice(0, n - 1),))
+            new_group = self.concat([new_group, bk.binary("not_equal", later, earlier)])
+        starts = _advanced_indexing.flat_nonzero(self, new_group)
+        values = bk.take(ranked, starts, 0)
+        indices = bk.take(order, starts, 0)
+        ends = self.concat([bk.getitem(starts, (slice(1, None),)), bk.full((1,), n, _INT64)])
+        counts = bk.binary("subtract", ends, starts)
+        group = bk.binary(
+            "subtract", self.cumulative_sum(bk.astype(new_group, _INT64)), bk.full((), 1, _INT64)
+        )
+        inverse = bk.full((n,), 0, _INT64)
+        bk.scatter_add(inverse, order, group, 0)  # order is a permutation: each slot once
+        return UniqueAllResult(values, indices, bk.reshape(inverse, tuple(x.shape)), counts)
+
     def unique_values(self, x: Array, /) -> Array:
         """The distinct elements of ``x``, sorted, as a 1-D array (every NaN distinct)."""
-        self._check("unique_values", x)
-        return _host.run(self, lambda a: _host_unique(a)[0], x)
+        return self._unique("unique_values", x).values
 
-    @_host.host_function("unique_counts")
     def unique_counts(self, x: Array, /) -> UniqueCountsResult:
         """``(values, counts)``: the distinct elements and how often each occurs (int64)."""
-        self._check("unique_counts", x)
-        values, _, _, counts = _host.run(self, _host_unique, x)
-        return UniqueCountsResult(values, counts)
+        found = self._unique("unique_counts", x)
+        return UniqueCountsResult(found.values, found.counts)
 
-    @_host.host_function("unique_inverse")
     def unique_inverse(self, x: Array, /) -> UniqueInverseResult:
         """``(values, inverse_indices)``: the distinct elements, and for each element of ``x``
         the index of its value (int64, of ``x``'s shape)."""
-        self._check("unique_inverse", x)
-        values, _, inverse, _ = _host.run(self, _host_unique, x)
-        return UniqueInverseResult(values, inverse)
+        found = self._unique("unique_inverse", x)
+        return UniqueInverseResult(found.values, found.inverse_indices)
 
-    @_host.host_function("unique_all")
     def unique_all(self, x: Array, /) -> UniqueAllResult:
         """``(values, indices, inverse_indices, counts)``: the distinct elements, the flat index
         of each one's first occurrence, each element's value index and the counts (int64)."""
-        self._check("unique_all", x)
-        return UniqueAllResult(*_host.run(self, _host_unique, x))
+        return self._unique("unique_all", x)
