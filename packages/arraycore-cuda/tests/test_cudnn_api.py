@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from arraycore._nn import conv_window
+from arraycore.nn_shapes import conv_window
 from arraycore_cuda import _cudnn
 from arraycore_cuda._cudnn import USED_API, USED_KWARGS, Cudnn, probe
 

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import arraycore
-from arraycore import _nn
+from arraycore import nn_shapes
 from arraycore_cuda._kernels import DTYPES, KERNELS, NVRTC_OPTIONS, geometry, source
 
 XP = arraycore.namespace("numpy")
@@ -180,7 +180,7 @@ def test_im2col_col2im_convolutions(ocl: OpenCLRunner, dtype: str, case: Any) ->
     _needs(ocl, dtype)
     x_shape, w_shape, stride, padding, dilation = case
     x, w = _random(1, x_shape, dtype), _random(2, w_shape, dtype)
-    win = _nn.conv_window("conv2d", x_shape, w_shape, stride, padding, dilation)
+    win = nn_shapes.conv_window("conv2d", x_shape, w_shape, stride, padding, dilation)
     rows, cols = win.c * win.kh * win.kw, win.n * win.out_h * win.out_w
     im = ocl.run("im2col", rows * cols, (rows, cols), dtype, x, *geometry(win))
     o = w_shape[0]
@@ -195,8 +195,8 @@ def test_im2col_col2im_convolutions(ocl: OpenCLRunner, dtype: str, case: Any) ->
     dw = (dy_cf @ im.T).reshape(w_shape)
     _close(dw, XP.nn.conv2d_backward_filter(x, dy, w_shape, **kwargs), dtype, max(cols, 1))
     # the transposed convolution of dy with w is the backward-data pass
-    twin = _nn.conv_transpose_window("conv2d_transpose", dy.shape, w_shape, stride, padding,
-                                     dilation, 0)  # fmt: skip
+    twin = nn_shapes.conv_transpose_window("conv2d_transpose", dy.shape, w_shape, stride,
+                                           padding, dilation, 0)  # fmt: skip
     if (twin.h, twin.w) == x_shape[2:]:
         t = ocl.run("col2im", int(np.prod(x_shape)), x_shape, dtype, dcols, *geometry(twin))
         _close(t, XP.nn.conv2d_transpose(dy, w, **kwargs), dtype, rows)
@@ -227,7 +227,7 @@ def test_pooling_kernels(ocl: OpenCLRunner, dtype: str, case: Any) -> None:
     _needs(ocl, dtype)
     x_shape, kernel, stride, padding = case
     x = _pool_input(4, x_shape, dtype)
-    win = _nn.pool_window("max_pool2d", x_shape, kernel, stride, padding)
+    win = nn_shapes.pool_window("max_pool2d", x_shape, kernel, stride, padding)
     out_shape = (win.n, win.c, win.out_h, win.out_w)
     n_out, n_in = int(np.prod(out_shape)), int(np.prod(x_shape))
     y = ocl.run("max_pool", n_out, out_shape, dtype, x, *geometry(win))

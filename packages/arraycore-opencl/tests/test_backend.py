@@ -394,7 +394,7 @@ def test_shared_kernel_host_paths_match_the_reference(
     backend does on a GPU with the same host code and kernel bodies."""
     if dtype not in xp.__array_namespace_info__().dtypes():
         pytest.skip(f"this OpenCL device has no {dtype}")
-    from arraycore import _nn
+    from arraycore import nn_shapes
 
     ref = arraycore.namespace("numpy")
     rng = np.random.default_rng(4)
@@ -407,7 +407,7 @@ def test_shared_kernel_host_paths_match_the_reference(
     # the shared max-pool kernels (the CUDA backend's), not this backend's strided hooks
     from arraycore.kernel_host import KernelHost
 
-    pwin = _nn.pool_window("max_pool2d", x.shape, *args)
+    pwin = nn_shapes.pool_window("max_pool2d", x.shape, *args)
     pooled = KernelHost.max_pool(backend, view, pwin)
     np.testing.assert_array_equal(xp.to_numpy(pooled), ref.nn.max_pool2d(x, *args))
     g = rng.standard_normal(tuple(pooled.shape)).astype(dtype)
@@ -422,7 +422,7 @@ def test_shared_kernel_host_paths_match_the_reference(
     got = backend.shared_avg_pool2d(xp.asarray(clean), *args, False)
     np.testing.assert_allclose(xp.to_numpy(got), ref.nn.avg_pool2d(clean, *args, False), rtol=1e-5)
     w = rng.standard_normal((4, 3, 3, 3)).astype(dtype)
-    win = _nn.conv_window("conv2d", x.shape, w.shape, 2, 1, (1, 2))
+    win = nn_shapes.conv_window("conv2d", x.shape, w.shape, 2, 1, (1, 2))
     cols = xp.to_numpy(backend.shared_im2col(xp.asarray(clean), win))
     y = (w.reshape(4, -1) @ cols).reshape(4, win.n, win.out_h, win.out_w).transpose(1, 0, 2, 3)
     want = ref.nn.conv2d(clean, w, stride=2, padding=1, dilation=(1, 2))

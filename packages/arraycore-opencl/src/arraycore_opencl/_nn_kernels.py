@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from arraycore import backend as _nn
 from arraycore.kernel_host import KernelHost
+from arraycore.nn_shapes import Window2d
 
 from ._array import OpenCLArray
 from ._runtime import DTYPE_NAME as _NAME
@@ -31,7 +31,7 @@ class OpenCLKernels(KernelHost):
     def astype(self, x: Any, dtype: np.dtype) -> OpenCLArray:
         raise NotImplementedError
 
-    def _geometry(self, win: _nn.Window2d, *strided: OpenCLArray) -> Any:
+    def _geometry(self, win: Window2d, *strided: OpenCLArray) -> Any:
         (top, _), (left, _) = win.pads
         values = (
             win.n, win.c, win.h, win.w, win.kh, win.kw, win.out_h, win.out_w, *win.stride,
@@ -40,7 +40,7 @@ class OpenCLKernels(KernelHost):
         return self.rt.meta(tuple(int(v) for v in values))
 
     def _nn_launch(
-        self, name: str, win: _nn.Window2d, out: OpenCLArray, *inputs: OpenCLArray
+        self, name: str, win: Window2d, out: OpenCLArray, *inputs: OpenCLArray
     ) -> OpenCLArray:
         args: list[Any] = [np.int64(out.size), self._geometry(win, *inputs), out._buf]
         for x in inputs:
@@ -51,23 +51,23 @@ class OpenCLKernels(KernelHost):
     #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
     hook_dtypes = ("float16", "float32", "float64")
 
-    def im2col(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+    def im2col(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
         from a strided ``x`` (the shared kernel would need a dense copy first)."""
         out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
         return self._nn_launch("im2col", win, out, x)
 
-    def col2im(self, cols: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+    def col2im(self, cols: OpenCLArray, win: Window2d) -> OpenCLArray:
         """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
         return self._nn_launch("col2im", win, out, self._contiguous(cols))
 
-    def max_pool(self, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+    def max_pool(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
         return self._nn_launch("max_pool", win, out, x)
 
-    def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: _nn.Window2d) -> OpenCLArray:
+    def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
         return self._nn_launch("max_pool_backward", win, out, x, dy)

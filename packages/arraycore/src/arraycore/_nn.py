@@ -19,13 +19,15 @@ Layout and conventions (those of PyTorch and cuDNN):
   transposed convolution takes weights ``(C_in, C_out, KH, KW)``.
 - ``stride`` and ``dilation`` are an int or a pair ``(h, w)``, all >= 1.
 - ``padding`` is an int (all four sides), a pair ``(ph, pw)`` (top = bottom = ph, left = right =
-  pw), or explicit ``((top, bottom), (left, right))``, all >= 0. Convolution pads with zeros,
-  max pooling with -inf, average pooling with zeros.
+  pw), or explicit ``((top, bottom), (left, right))``, all >= 0; the convolutions also take
+  ``"valid"`` and ``"same"``. Convolution pads with zeros, max pooling with -inf, average
+  pooling with zeros.
 - Output sizes round down: ``out = (in + pad_before + pad_after - dilation*(k-1) - 1) // stride
   + 1``. Input rows and columns beyond the last window are unused; their gradient is zero.
 
-Errors are raised before any computation and name the op and the shapes. No function reads an
-array's values on the host (no synchronisation).
+The argument forms, checks and output sizes are :mod:`arraycore.nn_shapes`' (nnlayers' ops use
+the same rules). Errors are raised before any computation and name the op and the shapes. No
+function reads an array's values on the host (no synchronisation).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ __all__ = [
 ]
 
 
-# -- argument checking: the shape rules live in nn_shapes (shared with nnlayers) -----------------
+# -- argument checking: the shape rules live in nn_shapes (shared with nnlayers) ----------------
 def owned_by(xp: Any, op: str, *arrays: Array) -> Any:
     """Raise BackendMismatchError unless ``arrays`` are the namespace ``xp``'s own (backend and
     device; nothing is checked when ``xp`` is a module or an ``isdtype`` function); returns
@@ -236,7 +238,7 @@ def conv2d_transpose(
     return _col2im(xp, cols, win)
 
 
-# -- pooling ----------------------------------------------------------------------------------------
+# -- pooling --------------------------------------------------------------------------------------
 def _pool_taps(win: Window2d) -> list[tuple[slice, slice]]:
     return [win.window_slices(i, j) for i in range(win.kh) for j in range(win.kw)]
 
@@ -247,7 +249,8 @@ def max_pool2d(
     """Maximum over each ``kernel_size`` window of NCHW ``x``; padding counts as -inf.
 
     ``stride`` defaults to ``kernel_size``; each padding is at most half the kernel
-    (:mod:`arraycore.nn_shapes`), so every window holds at least one pixel. NaN propagates. Output ``(N, C, out_h, out_w)``.
+    (:mod:`arraycore.nn_shapes`), so every window holds at least one pixel. NaN propagates.
+    Output ``(N, C, out_h, out_w)``.
     """
     win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
     check_float("max_pool2d", xp, x=x)

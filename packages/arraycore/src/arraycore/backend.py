@@ -307,9 +307,9 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tupl
 # -- for backends' own nn kernels -----------------------------------------------------------------
 # A backend that overrides ``nn.*`` checks its arguments and lays out its windows exactly as the
 # reference kernels do (same errors, same output sizes) with these helpers.
-from ._nn import (  # noqa: E402
+from ._nn import check_float  # noqa: E402
+from .nn_shapes import (  # noqa: E402
     Window2d,
-    check_float,
     check_output_shape,
     conv_transpose_window,
     conv_window,

@@ -350,7 +350,7 @@ def source(dtype: str, dialect: str = "cuda") -> str:
 
 
 def geometry(win: Any) -> tuple[np.int64, ...]:
-    """The ``GEOM`` arguments of a window (:class:`arraycore._nn.Window2d`)."""
+    """The ``GEOM`` arguments of a window (:class:`arraycore.nn_shapes.Window2d`)."""
     (top, _), (left, _) = win.pads
     values = (
         win.n, win.c, win.h, win.w, win.kh, win.kw, win.out_h, win.out_w, *win.stride,

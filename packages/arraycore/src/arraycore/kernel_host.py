@@ -14,6 +14,7 @@ import numpy as np
 from . import _interop, _nn
 from ._registry import namespace_of
 from .device_kernels import DTYPES, SHARED_NN, SOFTMAX_MAX_ROW, geometry
+from .nn_shapes import check_output_shape, conv_transpose_window, conv_window, pool_window
 
 __all__ = ["KernelHost"]
 
@@ -124,7 +125,7 @@ class KernelHost(ABC):
         self, x: Any, w: Any, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
     ) -> Any:
         xp = self._kernel_xp("conv2d", x, w)
-        win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+        win = conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
         _nn.check_float("conv2d", xp.isdtype, x=x, w=w)
         found = self.accelerated("conv2d", win, x, w)
         if found is not None:
@@ -148,8 +149,8 @@ class KernelHost(ABC):
     ) -> Any:
         op = "conv2d_backward_data"
         xp = self._kernel_xp(op, dy, w)
-        win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
-        _nn.check_output_shape(op, "dy", dy.shape, win, int(w.shape[0]))
+        win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
+        check_output_shape(op, "dy", dy.shape, win, int(w.shape[0]))
         _nn.check_float(op, xp.isdtype, dy=dy, w=w)
         found = self.accelerated(op, win, dy, w)
         if found is not None:
@@ -174,9 +175,9 @@ class KernelHost(ABC):
     ) -> Any:
         op = "conv2d_backward_filter"
         xp = self._kernel_xp(op, x, dy)
-        win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
+        win = conv_window(op, x.shape, w_shape, stride, padding, dilation)
         o = int(w_shape[0])
-        _nn.check_output_shape(op, "dy", dy.shape, win, o)
+        check_output_shape(op, "dy", dy.shape, win, o)
         _nn.check_float(op, xp.isdtype, x=x, dy=dy)
         found = self.accelerated(op, win, x, dy)
         if found is not None:
@@ -201,9 +202,7 @@ class KernelHost(ABC):
     ) -> Any:
         op = "conv2d_transpose"
         xp = self._kernel_xp(op, x, w)
-        win = _nn.conv_transpose_window(
-            op, x.shape, w.shape, stride, padding, dilation, output_padding
-        )
+        win = conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
         _nn.check_float(op, xp.isdtype, x=x, w=w)
         if x.dtype.name not in self.hook_dtypes:
             return _nn.conv2d_transpose(
@@ -219,7 +218,7 @@ class KernelHost(ABC):
         self, x: Any, kernel_size: Any, stride: Any = None, padding: Any = 0
     ) -> Any:
         xp = self._kernel_xp("max_pool2d", x)
-        win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
+        win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("max_pool2d", xp.isdtype, x=x)
         if x.dtype.name not in self.hook_dtypes:
             return _nn.max_pool2d(xp, x, kernel_size, stride, padding)
@@ -230,8 +229,8 @@ class KernelHost(ABC):
     ) -> Any:
         op = "max_pool2d_backward"
         xp = self._kernel_xp(op, dy, x)
-        win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+        win = pool_window(op, x.shape, kernel_size, stride, padding)
+        check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy, x=x)
         if x.dtype.name not in self.hook_dtypes:
             return _nn.max_pool2d_backward(xp, dy, x, kernel_size, stride, padding)
@@ -246,7 +245,7 @@ class KernelHost(ABC):
         count_include_pad: bool = True,
     ) -> Any:
         xp = self._kernel_xp("avg_pool2d", x)
-        win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
+        win = pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("avg_pool2d", xp.isdtype, x=x)
         if x.dtype.name not in DTYPES:
             return _nn.avg_pool2d(xp, x, kernel_size, stride, padding, count_include_pad)
@@ -265,8 +264,8 @@ class KernelHost(ABC):
     ) -> Any:
         op = "avg_pool2d_backward"
         xp = self._kernel_xp(op, dy)
-        win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
-        _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+        win = pool_window(op, x_shape, kernel_size, stride, padding)
+        check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy)
         if dy.dtype.name not in DTYPES:
             return _nn.avg_pool2d_backward(

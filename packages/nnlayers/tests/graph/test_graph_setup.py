@@ -47,7 +47,8 @@ def test_conv_channel_mismatch_is_caught_at_setup() -> None:
     w = Parameter(np.zeros((4, 2, 3, 3)), name="kernel")
     with pytest.raises(
         ShapeError,
-        match=r"conv2d: images \(None, 3, 8, 8\) have 3 channels but the weights \(4, 2, 3, 3\) expect 2",
+        match=r"(?s)conv2d: x of shape \(None, 3, 8, 8\) has 3 channels but w of shape "
+        r"\(4, 2, 3, 3\) expects 2\n.*input 0: placeholder 'images'",
     ):
         nnlayers.compile(ex.conv2d(x, w))
 

@@ -35,7 +35,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import _nn
-from .._nn import Window2d
+from ..nn_shapes import (
+    Window2d,
+    check_output_shape,
+    conv_transpose_window,
+    conv_window,
+    pool_window,
+)
 
 __all__ = [
     "conv2d",
@@ -145,7 +151,7 @@ def conv2d(
     x: np.ndarray, w: np.ndarray, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
 ) -> np.ndarray:
     """:func:`arraycore._nn.conv2d` with im2col from a window view and one batched matmul."""
-    win = _nn.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+    win = conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
     _nn.check_float("conv2d", np.isdtype, x=x, w=w)
     o, k = w.shape[0], win.c * win.kh * win.kw
     y: np.ndarray
@@ -170,8 +176,8 @@ def conv2d_backward_data(
 ) -> np.ndarray:
     """:func:`arraycore._nn.conv2d_backward_data`: one batched matmul, then col2im."""
     op = "conv2d_backward_data"
-    win = _nn.conv_window(op, x_shape, w.shape, stride, padding, dilation)
-    _nn.check_output_shape(op, "dy", dy.shape, win, w.shape[0])
+    win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
+    check_output_shape(op, "dy", dy.shape, win, w.shape[0])
     _nn.check_float(op, np.isdtype, dy=dy, w=w)
     return _col2im(w, dy, win)
 
@@ -187,9 +193,9 @@ def conv2d_backward_filter(
 ) -> np.ndarray:
     """:func:`arraycore._nn.conv2d_backward_filter`: im2col and one contraction."""
     op = "conv2d_backward_filter"
-    win = _nn.conv_window(op, x.shape, w_shape, stride, padding, dilation)
+    win = conv_window(op, x.shape, w_shape, stride, padding, dilation)
     o = int(w_shape[0])
-    _nn.check_output_shape(op, "dy", dy.shape, win, o)
+    check_output_shape(op, "dy", dy.shape, win, o)
     _nn.check_float(op, np.isdtype, x=x, dy=dy)
     k, positions = win.c * win.kh * win.kw, win.out_h * win.out_w
     dy3 = dy.reshape(win.n, o, positions)
@@ -220,7 +226,7 @@ def conv2d_transpose(
 ) -> np.ndarray:
     """:func:`arraycore._nn.conv2d_transpose`: one batched matmul, then col2im."""
     op = "conv2d_transpose"
-    win = _nn.conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
+    win = conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
     _nn.check_float(op, np.isdtype, x=x, w=w)
     return _col2im(w, x, win)
 
@@ -252,7 +258,7 @@ def _separable(xpad: np.ndarray, win: Window2d, ufunc: np.ufunc) -> np.ndarray:
 
 def max_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any = 0) -> np.ndarray:
     """:func:`arraycore._nn.max_pool2d`, separable: max over rows, then over columns."""
-    win = _nn.pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
+    win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
     _nn.check_float("max_pool2d", np.isdtype, x=x)
     return _separable(_padded(x, win, -np.inf), win, np.maximum)
 
@@ -262,8 +268,8 @@ def max_pool2d_backward(
 ) -> np.ndarray:
     """:func:`arraycore._nn.max_pool2d_backward`: the first maximum of each window gets ``dy``."""
     op = "max_pool2d_backward"
-    win = _nn.pool_window(op, x.shape, kernel_size, stride, padding)
-    _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+    win = pool_window(op, x.shape, kernel_size, stride, padding)
+    check_output_shape(op, "dy", dy.shape, win, win.c)
     _nn.check_float(op, np.isdtype, dy=dy, x=x)
     tiled = _tiled_max_backward(dy, x, win)
     if tiled is not None:
@@ -346,7 +352,7 @@ def avg_pool2d(
     count_include_pad: bool = True,
 ) -> np.ndarray:
     """:func:`arraycore._nn.avg_pool2d`, separable: sum over rows, then columns, then divide."""
-    win = _nn.pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
+    win = pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
     _nn.check_float("avg_pool2d", np.isdtype, x=x)
     total = _separable(_padded(x, win, 0), win, np.add)
     total /= _nn.avg_divisor(np, win, count_include_pad, x.dtype)
@@ -364,8 +370,8 @@ def avg_pool2d_backward(
     """:func:`arraycore._nn.avg_pool2d_backward`, separable: spread ``dy`` over the columns of
     each window, then over its rows (writes instead of adds where windows do not overlap)."""
     op = "avg_pool2d_backward"
-    win = _nn.pool_window(op, x_shape, kernel_size, stride, padding)
-    _nn.check_output_shape(op, "dy", dy.shape, win, win.c)
+    win = pool_window(op, x_shape, kernel_size, stride, padding)
+    check_output_shape(op, "dy", dy.shape, win, win.c)
     _nn.check_float(op, np.isdtype, dy=dy)
     share = dy / _nn.avg_divisor(np, win, count_include_pad, dy.dtype)
     (sh, sw), (kh, kw) = win.stride, (win.kh, win.kw)

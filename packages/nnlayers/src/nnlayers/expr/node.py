@@ -365,7 +365,8 @@ def run_infer(op: Op, node: Expr, specs: list[Spec]) -> Spec:
 def shape_message(op: Op, node: Expr, specs: list[Spec], problem: str) -> str:
     """The text of a shape error: op, node name, build site and every input's name and spec."""
     label = f"{op.name} {node.name!r}" if node.name else op.name
-    lines = [f"{label}: {problem}"]
+    # arraycore's shape rules (arraycore.nn_shapes) name the op themselves: name it once
+    lines = [f"{label}: {problem.removeprefix(f'{op.name}: ')}"]
     site = node.where_built()
     if site:
         lines.append(f"  built at {site}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from arraycore.nn_shapes import pair
+from arraycore.nn_shapes import int_arg, padding_arg, pair
 
 from ..expr.node import Expr
 from ..expr.spec import Spec
@@ -17,7 +17,8 @@ class Conv2D(Layer):
 
     ``weight`` has shape ``(filters, C, kh, kw)``; ``C`` is read from the first input.
     ``padding`` is ``"valid"``, ``"same"`` (output ``ceil(H / stride)``), an int, a pair or
-    ``((top, bottom), (left, right))``.
+    ``((top, bottom), (left, right))``. The arguments are checked when the layer is made, by
+    the rules of :mod:`arraycore.nn_shapes` (those of ``ex.conv2d`` and ``xp.nn.conv2d``).
 
     >>> import nnlayers.expr as ex
     >>> from nnlayers.layers import Conv2D
@@ -42,10 +43,13 @@ class Conv2D(Layer):
         seed: int | None = None,
     ) -> None:
         super().__init__(name=name, seed=seed)
-        if int(filters) < 1:
+        self.filters = int_arg(filters, "Conv2D", "filters")
+        if self.filters < 1:
             raise ValueError(f"Conv2D: filters must be positive, got {filters}")
-        self.filters = int(filters)
         self.kernel_size = pair(kernel_size, "Conv2D", "kernel_size", 1)
+        pair(stride, "Conv2D", "stride", 1)
+        pair(dilation, "Conv2D", "dilation", 1)
+        padding_arg(padding, "Conv2D")
         self.stride = stride
         self.padding = padding
         self.dilation = dilation
@@ -77,6 +81,7 @@ class Conv2D(Layer):
             "kernel_size": self.kernel_size,
             "stride": self.stride,
             "padding": self.padding,
+            "dilation": self.dilation,
             "activation": self.activation,
             "name": self.name,
         }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from arraycore.nn_shapes import pair
+from arraycore.nn_shapes import conv_transpose_padding, int_arg, output_padding_pair, pair
 
 from ..expr.node import Expr
 from ..expr.spec import Spec
@@ -17,7 +17,8 @@ class Conv2DTranspose(Layer):
     """``activation(conv2d_transpose(x, weight) + bias)`` for NCHW images ``x``.
 
     ``weight`` has shape ``(C, filters, kh, kw)`` (the layout of the convolution it inverts).
-    With ``stride=2, padding="same"`` a (N, C, 7, 7) input becomes (N, filters, 14, 14).
+    With ``stride=2, padding="same"`` a (N, C, 7, 7) input becomes (N, filters, 14, 14). The
+    arguments are checked when the layer is made, by the rules of :mod:`arraycore.nn_shapes`.
 
     >>> import nnlayers.expr as ex
     >>> from nnlayers.layers import Conv2DTranspose
@@ -44,10 +45,14 @@ class Conv2DTranspose(Layer):
         seed: int | None = None,
     ) -> None:
         super().__init__(name=name, seed=seed)
-        if int(filters) < 1:
-            raise ValueError(f"Conv2DTranspose: filters must be positive, got {filters}")
-        self.filters = int(filters)
-        self.kernel_size = pair(kernel_size, "Conv2DTranspose", "kernel_size", 1)
+        layer = "Conv2DTranspose"
+        self.filters = int_arg(filters, layer, "filters")
+        if self.filters < 1:
+            raise ValueError(f"{layer}: filters must be positive, got {filters}")
+        self.kernel_size = pair(kernel_size, layer, "kernel_size", 1)
+        s, d = pair(stride, layer, "stride", 1), pair(dilation, layer, "dilation", 1)
+        extra = output_padding_pair(layer, output_padding, s, d)
+        conv_transpose_padding(layer, padding, self.kernel_size, s, d, extra)
         self.stride = stride
         self.padding = padding
         self.output_padding = output_padding
@@ -93,6 +98,8 @@ class Conv2DTranspose(Layer):
             "kernel_size": self.kernel_size,
             "stride": self.stride,
             "padding": self.padding,
+            "output_padding": self.output_padding,
+            "dilation": self.dilation,
             "activation": self.activation,
             "name": self.name,
         }

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from arraycore.nn_shapes import check_pool_padding, padding2d, pair
+
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
@@ -12,7 +14,9 @@ from .base import Layer, require_ndim
 
 class Pool2D(Layer):
     """Max (``mode="max"``, the default) or average (``mode="avg"``) pooling over windows of
-    ``kernel_size`` moved by ``stride`` (default: the window size).
+    ``kernel_size`` moved by ``stride`` (default: the window size), ``padding`` at most half the
+    window on each side. The arguments are checked when the layer is made, by the rules of
+    :mod:`arraycore.nn_shapes` (those of ``ex.max_pool2d`` and ``xp.nn.max_pool2d``).
 
     >>> import nnlayers.expr as ex
     >>> from nnlayers.layers import Pool2D
@@ -32,6 +36,10 @@ class Pool2D(Layer):
         super().__init__(name=name)
         if mode not in ("max", "avg"):
             raise ValueError(f"Pool2D: mode must be 'max' or 'avg', got {mode!r}")
+        kernel = pair(kernel_size, "Pool2D", "kernel_size", 1)
+        if stride is not None:
+            pair(stride, "Pool2D", "stride", 1)
+        check_pool_padding("Pool2D", padding2d(padding, "Pool2D"), kernel)
         self.kernel_size = kernel_size
         self.stride = stride
         self.padding = padding
@@ -45,7 +53,12 @@ class Pool2D(Layer):
         return pool(x, self.kernel_size, self.stride, self.padding)
 
     def config(self) -> dict[str, Any]:
-        return {"kernel_size": self.kernel_size, "stride": self.stride, "mode": self.mode}
+        return {
+            "kernel_size": self.kernel_size,
+            "stride": self.stride,
+            "padding": self.padding,
+            "mode": self.mode,
+        }
 
 
 def MaxPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Pool2D:  # noqa: N802

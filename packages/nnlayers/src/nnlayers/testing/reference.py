@@ -6,18 +6,17 @@ from typing import Any
 
 import numpy as np
 
+from arraycore.nn_shapes import padding2d, pair
+
+# The argument forms are arraycore.nn_shapes' (what the ops take); the loops below are our own.
+
 
 def _pair(v: Any) -> tuple[int, int]:
-    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+    return pair(v, "reference", "size", 0)
 
 
 def _pads(p: Any) -> tuple[tuple[int, int], tuple[int, int]]:
-    if isinstance(p, int):
-        return (p, p), (p, p)
-    a, b = p
-    if isinstance(a, int):
-        return (a, a), (b, b)
-    return (int(a[0]), int(a[1])), (int(b[0]), int(b[1]))
+    return padding2d(p, "reference")
 
 
 def conv2d(

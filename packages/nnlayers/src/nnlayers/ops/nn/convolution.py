@@ -5,17 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from arraycore import ArrayNamespace
-from arraycore.nn_shapes import (
-    conv_padding,
-    conv_transpose_padding,
-    output_padding_pair,
-    pair,
-    transpose_output,
-    window_output,
-)
+from arraycore.nn_shapes import conv2d_shape, conv2d_transpose_shape, window_output
 
 from ...expr.node import Expr
-from ...expr.spec import Spec, format_shape
+from ...expr.spec import Spec
 from ..base import (
     Grads,
     Inputs,
@@ -26,19 +19,6 @@ from ..base import (
     require_same_dtype,
     result_dtype,
 )
-
-
-def _check_images(x: Spec, w: Spec, channel_axis: int) -> None:
-    if x.ndim != 4 or w.ndim != 4:
-        raise ValueError(
-            f"needs NCHW images and 4-D weights, got {format_shape(x.shape)} and {format_shape(w.shape)}"
-        )
-    c, wc = x.shape[1], w.shape[channel_axis]
-    if c is not None and wc is not None and c != wc:
-        raise ValueError(
-            f"images {format_shape(x.shape)} have {c} channels but the weights "
-            f"{format_shape(w.shape)} expect {wc}"
-        )
 
 
 class Conv2D(Op):
@@ -60,23 +40,10 @@ class Conv2D(Op):
     def infer(self, x: Spec, w: Spec) -> Spec:
         require_float(self.name, x, w)
         require_same_dtype(input=x, filters=w)
-        _check_images(x, w, 1)
-        kernel: Any = (w.shape[2], w.shape[3])
-        self.s = pair(self.stride, self.name, "stride", 1)
-        self.d = pair(self.dilation, self.name, "dilation", 1)
-        sizes = (x.shape[2], x.shape[3])
-        self.pad = conv_padding(self.name, self.padding, sizes, kernel, self.s, self.d)
-        out = [
-            window_output(x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i])
-            for i in (0, 1)
-        ]
-        if any(o is not None and o < 1 for o in out):
-            raise ValueError(
-                f"kernel {kernel} (dilation {self.d}) does not fit images {format_shape(x.shape)} "
-                f"with padding {self.pad}"
-            )
+        out, g = conv2d_shape(self.name, x.shape, w.shape, self.stride, self.padding, self.dilation)
+        self.s, self.pad, self.d = g.stride, g.pads, g.dilation
         self.x_shape, self.w_shape = x.shape, w.shape
-        return Spec((x.shape[0], w.shape[0], *out), result_dtype(x, w))
+        return Spec(out, result_dtype(x, w))
 
     def forward(self, xp: ArrayNamespace, x: Any, w: Any) -> Any:
         return xp.nn.conv2d(x, w, stride=self.s, padding=self.pad, dilation=self.d)
@@ -122,24 +89,18 @@ class Conv2DTranspose(Op):
     def infer(self, x: Spec, w: Spec) -> Spec:
         require_float(self.name, x, w)
         require_same_dtype(input=x, filters=w)
-        _check_images(x, w, 0)
-        kernel: Any = (w.shape[2], w.shape[3])
-        self.s = pair(self.stride, self.name, "stride", 1)
-        self.d = pair(self.dilation, self.name, "dilation", 1)
-        self.op = output_padding_pair(self.name, self.output_padding, self.s, self.d)
-        self.pad = conv_transpose_padding(self.name, self.padding, kernel, self.s, self.d, self.op)
-        out = [
-            transpose_output(
-                x.shape[2 + i], self.pad[i], kernel[i], self.s[i], self.d[i], self.op[i]
-            )
-            for i in (0, 1)
-        ]
-        if any(o is not None and o < 1 for o in out):
-            raise ValueError(
-                f"padding {self.pad} leaves no output for images {format_shape(x.shape)}"
-            )
+        out, g = conv2d_transpose_shape(
+            self.name,
+            x.shape,
+            w.shape,
+            self.stride,
+            self.padding,
+            self.dilation,
+            self.output_padding,
+        )
+        self.s, self.pad, self.d, self.op = g.stride, g.pads, g.dilation, g.output_padding
         self.w_shape = w.shape
-        return Spec((x.shape[0], w.shape[1], *out), result_dtype(x, w))
+        return Spec(out, result_dtype(x, w))
 
     def forward(self, xp: ArrayNamespace, x: Any, w: Any) -> Any:
         return xp.nn.conv2d_transpose(
@@ -156,9 +117,8 @@ class Conv2DTranspose(Op):
         # to no input pixel, so dx drops them and dw sees x zero-padded to that size.
         h, wd = x.shape[2], x.shape[3]
         full = tuple(
-            (dy.shape[2 + i] + sum(self.pad[i]) - self.d[i] * (w.shape[2 + i] - 1) - 1) // self.s[i]
-            + 1
-            for i in range(2)
+            window_output(dy.shape[2 + i], self.pad[i], w.shape[2 + i], self.s[i], self.d[i])
+            for i in (0, 1)
         )
         dx = dw = None
         if needs[0]:
@@ -178,7 +138,8 @@ def conv2d(x: Any, w: Any, stride: Any = 1, padding: Any = "valid", dilation: An
     """2-D convolution (cross-correlation) of NCHW ``x`` with ``w`` of shape (O, C, KH, KW).
 
     ``padding`` is ``"valid"``, ``"same"`` (output ``ceil(H / stride)``), an int, ``(ph, pw)``
-    or ``((top, bottom), (left, right))``. Add a bias with ``+ b.reshape(1, -1, 1, 1)``.
+    or ``((top, bottom), (left, right))``; the rules are :mod:`arraycore.nn_shapes`', as for
+    ``xp.nn.conv2d``. Add a bias with ``+ b.reshape(1, -1, 1, 1)``.
     """
     return Conv2D(stride, padding, dilation)(x, w)
 
@@ -191,5 +152,8 @@ def conv2d_transpose(
     dilation: Any = 1,
     output_padding: Any = 0,
 ) -> Expr:
-    """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out, KH, KW)."""
+    """Transposed convolution of NCHW ``x`` with ``w`` of shape (C_in, C_out, KH, KW).
+
+    ``padding`` as for :func:`conv2d`; ``"same"`` makes the output ``stride`` times the input.
+    """
     return Conv2DTranspose(stride, padding, dilation, output_padding)(x, w)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from arraycore import ArrayNamespace
-from arraycore.nn_shapes import check_pool_padding, padding2d, pair, window_output
+from arraycore.nn_shapes import pool2d_shape
 
 from ...expr.node import Expr
-from ...expr.spec import Spec, format_shape
+from ...expr.spec import Spec
 from ..base import Grads, Inputs, Needs, Op, concrete, require_float
 
 
@@ -24,17 +24,10 @@ class Pool2D(Op):
 
     def infer(self, x: Spec) -> Spec:
         require_float(self.name, x)
-        if x.ndim != 4:
-            raise ValueError(f"needs NCHW images, got {format_shape(x.shape)}")
-        self.k = pair(self.kernel_size, self.name, "kernel_size", 1)
-        self.s = self.k if self.stride is None else pair(self.stride, self.name, "stride", 1)
-        self.pad = padding2d(self.padding, self.name)
-        check_pool_padding(self.name, self.pad, self.k)
-        out = [window_output(x.shape[2 + i], self.pad[i], self.k[i], self.s[i]) for i in (0, 1)]
-        if any(o is not None and o < 1 for o in out):
-            raise ValueError(f"kernel {self.k} does not fit images {format_shape(x.shape)}")
+        out, g = pool2d_shape(self.name, x.shape, self.kernel_size, self.stride, self.padding)
+        self.k, self.s, self.pad = g.kernel, g.stride, g.pads
         self.x_shape = x.shape
-        return Spec((*x.shape[:2], *out), x.dtype)
+        return Spec(out, x.dtype)
 
 
 class MaxPool2D(Pool2D):
