@@ -82,6 +82,18 @@ def flat_nonzero(xp: NamespaceBase, mask: Array) -> Array:
     return bk.getitem(out, (slice(0, count),))
 
 
+def nonzero_coordinates(xp: NamespaceBase, mask: Array) -> list[Array]:
+    """The coordinates (one int64 array per axis, row-major order) of the ``True`` elements."""
+    positions = flat_nonzero(xp, mask)
+    dims = tuple(mask.shape)
+    coords = []
+    for j, size in enumerate(dims):
+        inner = math.prod(dims[j + 1 :])
+        coord = xp.floor_divide(positions, inner) if inner != 1 else positions
+        coords.append(xp.remainder(coord, size) if j else coord)
+    return coords
+
+
 def _expand(xp: NamespaceBase, x: Array, key: tuple[Any, ...], op: str) -> tuple[Array, list[Any]]:
     """``x`` with the new axes of ``None`` inserted and a key of one entry per axis (ints,
     slices, integer arrays), boolean masks replaced by their coordinate arrays."""
@@ -114,11 +126,7 @@ def _expand(xp: NamespaceBase, x: Array, key: tuple[Any, ...], op: str) -> tuple
                     f"{op}: a boolean index of shape {tuple(k.shape)} does not match the "
                     f"indexed axes {dims} of an array of shape {tuple(x.shape)} (from axis {axis})"
                 )
-            positions = flat_nonzero(xp, k)
-            for j, size in enumerate(dims):
-                inner = math.prod(dims[j + 1 :])
-                coord = xp.floor_divide(positions, inner) if inner != 1 else positions
-                entries.append(xp.remainder(coord, size) if j else coord)
+            entries.extend(nonzero_coordinates(xp, k))
             new_shape.extend(dims)
             axis += len(dims)
         else:

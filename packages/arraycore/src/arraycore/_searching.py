@@ -199,13 +199,7 @@ class SearchingFunctions(NamespaceBase):
         self._check("nonzero", x)
         check_nonzero(x)
         mask = self.not_equal(x, self._backend.full((), 0, x.dtype))
-        positions = _advanced_indexing.flat_nonzero(self, mask)
-        coords = []
-        for j, size in enumerate(x.shape):
-            inner = math.prod(x.shape[j + 1 :])
-            coord = self.floor_divide(positions, inner) if inner != 1 else positions
-            coords.append(self.remainder(coord, size) if j else coord)
-        return tuple(coords)
+        return tuple(_advanced_indexing.nonzero_coordinates(self, mask))
 
     def count_nonzero(
         self, x: Array, /, *, axis: Any = None, keepdims: builtins.bool = False
