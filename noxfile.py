@@ -635,13 +635,16 @@ def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Time training steps: nnlayers vs hand-written NumPy and PyTorch CPU (not run by CI).
+    """Time training steps against PyTorch CPU (not run by CI): both benchmark scripts.
 
-    Runs ``packages/nnlayers/benchmarks/bench_training.py`` and writes its table into
+    ``bench_training.py`` (MLPs and LeNet against hand-written NumPy and PyTorch) and then
+    ``bench_networks.py`` (the realistic suite: VGG-BN, ResNet-style, LSTM and GRU language
+    models, a transformer block, at one thread and at every core) each rewrite their block of
     ``docs/benchmarks.md``. ``torch==2.13.0`` is installed with plain pip, which takes the CPU
     build where pip's configuration offers one; without torch its column is skipped with a note.
     ``ARRAYCORE_BACKEND=opencl`` (or ``cuda``) adds a column for that backend where its device
-    exists. Arguments after ``--`` go to the script (``--threads 2``, ``--quick``, ``--only``).
+    exists. ``-- training ARGS`` or ``-- networks ARGS`` runs one script with its own arguments
+    (``--quick``, ``--threads``, ``--only``, ``--json``).
     """
     nn = PACKAGES["nnlayers"]
     session.install(
@@ -651,9 +654,17 @@ def bench(session: nox.Session) -> None:
         session.run("python", "-m", "pip", "install", "--quiet", TORCH)
     except nox.command.CommandFailed:
         session.warn(f"{TORCH} could not be installed: the PyTorch column is skipped")
-    script = nn.path / "benchmarks" / "bench_training.py"
-    args = session.posargs or ["--write", "docs/benchmarks.md"]
-    session.run("python", str(script), *args)
+    scripts = {
+        "training": nn.path / "benchmarks" / "bench_training.py",
+        "networks": nn.path / "benchmarks" / "bench_networks.py",
+    }
+    if session.posargs and session.posargs[0] in scripts:
+        session.run("python", str(scripts[session.posargs[0]]), *session.posargs[1:])
+        return
+    if session.posargs:
+        session.error(f"nox -s bench -- {{training|networks}} [ARGS]; got {session.posargs}")
+    for script in scripts.values():
+        session.run("python", str(script), "--write", "docs/benchmarks.md")
 
 
 @nox.session

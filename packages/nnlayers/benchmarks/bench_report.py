@@ -140,14 +140,15 @@ def report(
     return "\n".join(lines)
 
 
-def write_docs(path: Path, text: str) -> None:
-    """Replace the text between the bench markers of ``path`` (create the page if missing)."""
-    block = f"{START}\n{text}\n{END}"
+def write_docs(path: Path, text: str, markers: tuple[str, str] = (START, END)) -> None:
+    """Replace the text between the ``markers`` of ``path`` (create the page if missing)."""
+    start, end = markers
+    block = f"{start}\n{text}\n{end}"
     if path.exists():
         old = path.read_text(encoding="utf-8")
-        if START in old and END in old:
-            before, rest = old.split(START, 1)
-            after = rest.split(END, 1)[1]
+        if start in old and end in old:
+            before, rest = old.split(start, 1)
+            after = rest.split(end, 1)[1]
             path.write_text(before + block + after, encoding="utf-8")
             return
         path.write_text(old.rstrip() + "\n\n" + block + "\n", encoding="utf-8")

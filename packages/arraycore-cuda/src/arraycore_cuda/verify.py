@@ -67,6 +67,7 @@ GPU_STAGES = (
     "nnlayers",
     "demo",
     "bench",
+    "bench-networks",
 )
 HOST_STAGES = ("wheelhouse", "install", "versions", "imports")
 #: Default timeout of each stage, seconds (the whole run also has a --deadline).
@@ -83,6 +84,7 @@ TIMEOUTS = {
     "nnlayers": 540,
     "demo": 300,
     "bench": 420,
+    "bench-networks": 540,
 }
 
 
@@ -420,6 +422,37 @@ def stage_bench(ctx: core.Context, timeout: float) -> core.Result:
     return core.outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
 
 
+def stage_bench_networks(ctx: core.Context, timeout: float) -> core.Result:
+    """The realistic suite (VGG-BN, ResNet-style, LSTM, GRU, transformer block) on the GPU:
+    nnlayers[cuda] against PyTorch[cuda], every CPU core for the CPU columns."""
+    script = core.repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_networks.py")
+    if script is None:
+        return core.no_checkout("packages/nnlayers/benchmarks")
+    result = ctx.out / "bench-networks.json"
+    result.unlink(missing_ok=True)
+    budget = "1" if ctx.quick else "4"
+    cmd = [ctx.python, str(script), "--budget", budget, "--threads", "all"]
+    run = ctx.run(
+        "bench-networks", [*cmd, "--json", str(result)], timeout, ARRAYCORE_BACKEND="cuda"
+    )
+    if not result.is_file():
+        return core.outcome(run, False, f"no results written: {core.tail(run.output, 5)}")
+    data = json.loads(result.read_text(encoding="utf-8"))
+    ratios = {}
+    for row in data["runs"][-1]["rows"]:
+        times = row["median"]
+        if times.get("nnlayers[cuda]") and times.get("PyTorch[cuda]"):
+            ratios[row["key"]] = round(times["nnlayers[cuda]"] / times["PyTorch[cuda]"], 3)
+    if not ratios:
+        return core.outcome(
+            run, False, "no nnlayers[cuda] / PyTorch[cuda] pair was timed", bench=data
+        )
+    summary = "; ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
+    met = all(ratio <= BENCH_TARGET for ratio in ratios.values())
+    summary += f" (target <= {BENCH_TARGET}x: {'met' if met else 'NOT met'})"
+    return core.outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
+
+
 STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "wheelhouse": stage_wheelhouse,
     "install": stage_install,
@@ -435,6 +468,7 @@ STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "nnlayers": stage_nnlayers,
     "demo": stage_demo,
     "bench": stage_bench,
+    "bench-networks": stage_bench_networks,
 }
 
 

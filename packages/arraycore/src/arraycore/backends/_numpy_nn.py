@@ -202,7 +202,7 @@ def conv2d_backward_filter(
     dw: np.ndarray
     if _batch_inner(win):
         # short output rows: batch-innermost columns and dy, one GEMM (transpose in its flags)
-        dw = _dy_t(dy, win.n, o, positions) @ _im2col_t(x, win).T
+        dw = np.matmul(_dy_t(dy, win.n, o, positions), _im2col_t(x, win).T)
     elif positions >= k:
         # many positions, short columns (first layers): N small products, then a sum of N
         # (O, K) results, cheaper than transposing the large dy
@@ -211,7 +211,7 @@ def conv2d_backward_filter(
         # long columns (deep layers): one product over (batch, position) after transposing
         # dy, the smaller operand
         cols = _windows(x, win).transpose(1, 4, 5, 0, 2, 3).reshape(k, win.n * positions)
-        dw = dy3.transpose(1, 0, 2).reshape(o, win.n * positions) @ cols.T
+        dw = np.matmul(dy3.transpose(1, 0, 2).reshape(o, win.n * positions), cols.T)
     return dw.reshape(o, win.c, win.kh, win.kw)
 
 
