@@ -315,6 +315,8 @@ def _rnn_torch(layers: dict[str, Any], kind: str, device: str = "cpu") -> TorchS
             _set(self.rnn.bias_ih_l0, _value(rnn, "bias"))
             hh = _value(rnn, "recurrent_bias") if kind == "gru" else None
             _set(self.rnn.bias_hh_l0, np.zeros_like(_value(rnn, "bias")) if hh is None else hh)
+            if hh is None:  # nnlayers' LSTM has one bias: a second, learnt, would double its step
+                self.rnn.bias_hh_l0.requires_grad_(False)
             _copy_linear(self.head, layers["head"])
 
         def forward(self, tokens: Any) -> Any:

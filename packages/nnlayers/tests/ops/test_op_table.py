@@ -101,12 +101,130 @@ def _torch_kl(T, m, lv):
     return dist.kl_divergence(q, dist.Normal(T.zeros_like(m), T.ones_like(m))).sum() / m.shape[0]
 
 
+def _lstm_steps(lib, xw, u, h=None, c=None):
+    """The LSTM recurrence in NumPy (``lib`` is numpy) or PyTorch: ``(2, N, T, H)``."""
+    sig = (lambda v: 1.0 / (1.0 + lib.exp(-v))) if lib is np else lib.sigmoid
+    hs, cs, width = [], [], u.shape[0]
+    for t in range(xw.shape[1]):
+        z = xw[:, t] if h is None else xw[:, t] + h @ u
+        i, f, g, o = (z[:, k * width : (k + 1) * width] for k in range(4))
+        c = sig(i) * lib.tanh(g) if c is None else sig(f) * c + sig(i) * lib.tanh(g)
+        h = sig(o) * lib.tanh(c)
+        hs.append(h)
+        cs.append(c)
+    return lib.stack([lib.stack(hs, 1), lib.stack(cs, 1)])
+
+
+def _gru_steps(lib, xw, u, b, h=None):
+    """The GRU recurrence (PyTorch's, reset after the recurrent product): ``(N, T, H)``."""
+    sig = (lambda v: 1.0 / (1.0 + lib.exp(-v))) if lib is np else lib.sigmoid
+    hs, width = [], u.shape[0]
+    for t in range(xw.shape[1]):
+        hid = b if h is None else h @ u + b
+        x_r, x_u, x_n = (xw[:, t, k * width : (k + 1) * width] for k in range(3))
+        h_r, h_u, h_n = (hid[..., k * width : (k + 1) * width] for k in range(3))
+        r, z = sig(x_r + h_r), sig(x_u + h_u)
+        n = lib.tanh(x_n + r * h_n)
+        h = (1.0 - z) * n if h is None else (1.0 - z) * n + z * h
+        hs.append(h)
+    return lib.stack(hs, 1)
+
+
+def _recurrent_cases():
+    n, t, h = 3, 4, 5
+    lstm = [(n, t, 4 * h), (h, 4 * h)]
+    gru = [(n, t, 3 * h), (h, 3 * h), (3 * h,)]
+    return [
+        OpCase(
+            "lstm_sequence",
+            ex.lstm_sequence,
+            lstm,
+            lambda *a: _lstm_steps(np, *a),
+            torch=lambda T, *a: _lstm_steps(T, *a),
+        ),
+        OpCase(
+            "lstm_sequence",
+            ex.lstm_sequence,
+            [*lstm, (n, h), (n, h)],
+            lambda *a: _lstm_steps(np, *a),
+            label="state",
+            torch=lambda T, *a: _lstm_steps(T, *a),
+        ),
+        OpCase(
+            "lstm_sequence",
+            ex.lstm_sequence,
+            [(2, 1, 8), (2, 8)],
+            lambda *a: _lstm_steps(np, *a),
+            label="one step",
+            torch=lambda T, *a: _lstm_steps(T, *a),
+        ),
+        OpCase(
+            "gru_sequence",
+            ex.gru_sequence,
+            gru,
+            lambda *a: _gru_steps(np, *a),
+            torch=lambda T, *a: _gru_steps(T, *a),
+        ),
+        OpCase(
+            "gru_sequence",
+            ex.gru_sequence,
+            [*gru, (n, h)],
+            lambda *a: _gru_steps(np, *a),
+            label="state",
+            torch=lambda T, *a: _gru_steps(T, *a),
+        ),
+    ]
+
+
 CASES: list[OpCase] = [
+    *_recurrent_cases(),
     *binary("add", lambda a, b: a + b, np.add, torch=lambda T, a, b: a + b),
     *binary("subtract", lambda a, b: a - b, np.subtract, torch=lambda T, a, b: a - b),
     *binary("multiply", lambda a, b: a * b, np.multiply, torch=lambda T, a, b: a * b),
     *binary("divide", lambda a, b: a / b, np.divide, (real, positive), torch=lambda T, a, b: a / b),
     *binary("power", lambda a, b: a**b, np.power, (positive, real), torch=lambda T, a, b: a**b),
+    # x ** number: products, a reciprocal or a square root for small integer and half exponents
+    *[
+        OpCase(
+            "power_scalar",
+            lambda x, p=p: x**p,
+            [shape],
+            lambda x, p=p: np.power(x, float(p)),
+            (sampler,),
+            label=f"p={p}",
+            torch=lambda T, x, p=p: x**p,
+        )
+        for p, sampler in [
+            (3, real),
+            (3.0, real),
+            (4, real),
+            (5, real),
+            (7, real),
+            (8, real),
+            (-1, away_from_zero),
+            (-2, away_from_zero),
+            (-3, away_from_zero),
+            (-8, positive),
+            (0.5, positive),
+            (-0.5, positive),
+            (0, real),
+            (1, real),
+            (1.5, positive),
+            (9, positive),
+            (-2.5, positive),
+            (np.float32(3), real),
+        ]
+        for shape in ([(3, 4), ()] if p in (3, -1, 0.5) else [(2, 3)])
+    ],
+    OpCase(
+        "power_scalar",
+        lambda x: ex.power(x, 3.0) * 0.5 + ex.power(x, -0.5),
+        [(2, 3)],
+        lambda x: 0.5 * x**3 + x**-0.5,
+        (positive,),
+        label="ex.power",
+        torch=lambda T, x: T.pow(x, 3.0) * 0.5 + T.pow(x, -0.5),
+    ),
     *binary(
         "maximum",
         ex.maximum,

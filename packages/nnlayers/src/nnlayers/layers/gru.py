@@ -7,6 +7,7 @@ from typing import Any
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from ..ops.math.activation import sigmoid, tanh
+from ..ops.nn.recurrent import gru_sequence
 from .recurrent import Recurrent
 
 
@@ -34,6 +35,11 @@ class GRU(Recurrent):
         self.add_param(
             "recurrent_bias", (3 * self.units,), self.bias_init, dtype=dt, weight_decay=0.0
         )
+
+    def sequence(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
+        b = self._params["recurrent_bias"]
+        hs = gru_sequence(projected, self._params["recurrent_weight"], b, state)
+        return hs, hs[:, -1]
 
     def step(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
         h = state

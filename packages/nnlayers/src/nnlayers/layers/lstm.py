@@ -9,6 +9,7 @@ import numpy as np
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec
 from ..ops.math.activation import sigmoid, tanh
+from ..ops.nn.recurrent import lstm_sequence
 from .recurrent import Recurrent
 
 
@@ -48,6 +49,12 @@ class LSTM(Recurrent):
         self._check_state(h, "initial_state h")
         self._check_state(c, "initial_state c")
         return h, c
+
+    def sequence(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
+        h0, c0 = (None, None) if state is None else state
+        both = lstm_sequence(projected, self._params["recurrent_weight"], h0, c0)
+        hs = both[0]
+        return hs, (hs[:, -1], both[1][:, -1])
 
     def step(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
         h, c = (None, None) if state is None else state

@@ -1,10 +1,11 @@
 """What RNN, LSTM and GRU share: unrolling a cell over the time axis of (N, T, features) input.
 
-The loop is unrolled into the graph when the layer is applied (``T`` must be known), so the
-gradient through time comes from the ops' own backward rules: nothing is special-cased.
-Each step reads its input slice ``x[:, t]`` and projects it (``x_t @ weight``); slicing the
-narrow input rather than a projection of the whole sequence keeps the gradient scatter of the
-slices small.
+LSTM and GRU run as one op each (``nnlayers.ops.nn.recurrent``): the input projection of every
+time step is one GEMM (``x @ weight + bias`` over ``(N*T, D)``), then the fused op runs the
+recurrence, one recurrent GEMM and a few whole-block element-wise operations per step, forward
+and backward. With ``fused=False`` (and for the plain :class:`RNN`) the loop is unrolled into the
+graph instead, one node per operation per step, so the gradient through time comes from the
+ops' own backward rules: slower, but every intermediate is a node you can inspect.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ class Recurrent(Layer):
     """Base of the recurrent layers (see :class:`RNN`, :class:`LSTM`, :class:`GRU`).
 
     Subclasses set ``gates`` (blocks of ``units`` in the projections) and implement
-    :meth:`initial` and :meth:`step`.
+    :meth:`initial` and :meth:`step` (the unrolled form), and :meth:`sequence` where a fused op
+    runs the whole recurrence. ``fused=False`` unrolls even then.
     """
 
     gates = 1
@@ -36,6 +38,7 @@ class Recurrent(Layer):
         recurrent_init: Any = "orthogonal",
         bias_init: Any = "zeros",
         weight_decay: float | None = None,
+        fused: bool = True,
         name: str | None = None,
         seed: int | None = None,
     ) -> None:
@@ -49,6 +52,7 @@ class Recurrent(Layer):
         self.recurrent_init = recurrent_init
         self.bias_init = bias_init
         self.weight_decay = weight_decay
+        self.fused = bool(fused)
         self.state: Any = None
 
     def build(self, spec: Spec) -> None:
@@ -76,15 +80,26 @@ class Recurrent(Layer):
         """
         steps = x.shape[1]
         state = self.initial(initial_state)
-        outputs = []
         weight, bias = self._params["weight"], self._params["bias"]
-        for t in range(steps):  # type: ignore[arg-type]
-            projected = x[:, t] @ weight + bias
-            output, state = self.step(projected, state)
-            outputs.append(output)
+        result: Expr
+        if self.fused and type(self).sequence is not Recurrent.sequence:
+            sequence, state = self.sequence(x @ weight + bias, state)
+            result = sequence if self.return_sequences else sequence[:, -1]
+        else:
+            outputs = []
+            for t in range(steps):  # type: ignore[arg-type]
+                projected = x[:, t] @ weight + bias
+                output, state = self.step(projected, state)
+                outputs.append(output)
+            result = stack(outputs, axis=1) if self.return_sequences else outputs[-1]
         self.state = state
-        result: Expr = stack(outputs, axis=1) if self.return_sequences else outputs[-1]
         return (result, state) if self.return_state else result
+
+    def sequence(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
+        """The fused recurrence: every output ``(N, T, units)`` and the final state, from the
+        projection of the whole sequence ``(N, T, gates * units)`` (subclasses with a fused op
+        override it)."""
+        raise NotImplementedError
 
     def initial(self, initial_state: Any) -> Any:
         """The state before the first step (``None`` entries: zeros, folded away)."""

@@ -1,0 +1,296 @@
+"""Recurrent sequences as single ops: ``lstm_sequence`` and ``gru_sequence``.
+
+Both take the input projection of every time step at once (``xw = x @ weight + bias``, one GEMM
+over ``(N*T, D)`` made by the caller) and run the recurrence inside one op: per time step one
+GEMM with the recurrent weight and a handful of whole-block element-wise operations, forward and
+backward, so the graph holds one node per layer instead of a dozen per time step, and the
+weight gradient is one large GEMM over all steps. Everything goes through the arraycore
+namespace (matmul, ``tanh``, the array operators and ``__setitem__``), so every backend runs it.
+
+Conventions follow PyTorch and cuDNN. LSTM gates are the blocks ``i, f, g, o`` of the ``4H``
+columns::
+
+    i, f, o = sigmoid(z_i), sigmoid(z_f), sigmoid(z_o)    g = tanh(z_g)     z = xw_t + h @ U
+    c_t = f * c_{t-1} + i * g                               h_t = o * tanh(c_t)
+
+GRU gates are ``r, u, n`` (``u`` is PyTorch's ``z``), with the recurrent bias inside the reset
+product (``reset_after``)::
+
+    r = sigmoid(xw_r + h @ U_r + b_r)    u = sigmoid(xw_u + h @ U_u + b_u)
+    n = tanh(xw_n + r * (h @ U_n + b_n))  h_t = (1 - u) * n + u * h_{t-1}
+
+The sigmoid blocks are computed as ``0.5 * tanh(0.5 z) + 0.5`` on the whole gate matrix at once
+(a per-column scale turns the tanh block into ``tanh(z)``): four passes for all gates of a step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from arraycore import ArrayNamespace
+
+from ...expr.node import Expr, as_expr
+from ...expr.spec import Spec, format_shape
+from ..base import Grads, Inputs, Needs, Op, concrete, require_float, require_same_dtype
+
+
+def _check_sequence(op: str, gates: int, xw: Spec, u: Spec, state: tuple[Spec, ...]) -> int:
+    """The hidden size ``H`` from ``xw (N, T, gates*H)`` and ``U (H, gates*H)``; the state
+    (``(N, H)`` each) must match."""
+    require_float(op, xw, u, *state)
+    require_same_dtype(xw=xw, U=u, **{f"state{i}": s for i, s in enumerate(state)})
+    if xw.ndim != 3 or u.ndim != 2:
+        raise ValueError(
+            f"{op}: needs xw (N, T, {gates}*H) and U (H, {gates}*H), got "
+            f"{format_shape(xw.shape)} and {format_shape(u.shape)}"
+        )
+    hidden = u.shape[0]
+    if hidden is None or u.shape[1] != gates * hidden:
+        raise ValueError(f"{op}: U must be (H, {gates}*H), got {format_shape(u.shape)}")
+    if xw.shape[2] is not None and xw.shape[2] != gates * hidden:
+        raise ValueError(
+            f"{op}: xw's last axis must be {gates}*H = {gates * hidden}, got "
+            f"{format_shape(xw.shape)}"
+        )
+    if xw.shape[1] is None or xw.shape[1] < 1:
+        raise ValueError(f"{op}: the time axis must be known and non-empty, got {xw.shape[1]}")
+    for s in state:
+        if (
+            s.ndim != 2
+            or s.shape[1] != hidden
+            or (None not in (s.shape[0], xw.shape[0]) and s.shape[0] != xw.shape[0])
+        ):
+            raise ValueError(
+                f"{op}: the initial state must be (N, {hidden}) with xw's N, got "
+                f"{format_shape(s.shape)} for xw {format_shape(xw.shape)}"
+            )
+    return int(hidden)
+
+
+def _c_order(xp: ArrayNamespace, a: Any) -> Any:
+    """``a`` laid out row-major (a copy where it is a transposed view): BLAS multiplies a
+    row-major right operand faster than a transposed one."""
+    return xp.reshape(xp.reshape(a, (-1,)), a.shape)
+
+
+def _gate_constants(xp: ArrayNamespace, blocks: list[bool], hidden: int, dtype: Any) -> Any:
+    """``scale`` per gate column: 0.5 for a sigmoid block, 1 for a tanh block."""
+    parts = [xp.full((hidden,), 0.5 if sig else 1.0, dtype=dtype) for sig in blocks]
+    return xp.concat(parts)
+
+
+class LSTMSequence(Op):
+    """The LSTM recurrence over projected inputs ``xw (N, T, 4H)`` with recurrent weight
+    ``U (H, 4H)`` and optionally the initial ``h0, c0 (N, H)`` (zero without them).
+
+    The output ``(2, N, T, H)`` holds every step's hidden state (``[0]``) and cell state
+    (``[1]``); the residual keeps the activated gates and ``tanh(c)`` for backward.
+    """
+
+    name = "lstm_sequence"
+    has_residual = True
+    keep_output = True
+    keep_inputs = (1,)
+    fresh_grads = True
+
+    def infer(self, xw: Spec, u: Spec, *state: Spec) -> Spec:
+        if len(state) not in (0, 2):
+            raise ValueError(f"{self.name}: give both h0 and c0 or neither, got {len(state)}")
+        hidden = _check_sequence(self.name, 4, xw, u, state)
+        return Spec((2, xw.shape[0], xw.shape[1], hidden), xw.dtype)
+
+    def forward(self, xp: ArrayNamespace, xw: Any, u: Any, *state: Any) -> Any:
+        n, t_len, g4 = concrete(xw.shape, self.name)
+        hidden = g4 // 4
+        out = xp.empty((2, n, t_len, hidden), dtype=xw.dtype)
+        gates = xp.empty((n, t_len, g4), dtype=xw.dtype)
+        tanh_c = xp.empty((n, t_len, hidden), dtype=xw.dtype)
+        scale = _gate_constants(xp, [True, True, False, True], hidden, xw.dtype)
+        shift = scale * 1.0
+        shift[2 * hidden : 3 * hidden] = 0.0
+        h, c = state if state else (None, None)
+        for t in range(t_len):
+            z = xw[:, t] * scale if h is None else (xp.matmul(h, u) + xw[:, t]) * scale
+            z = xp.tanh(z)
+            z *= scale
+            z += shift
+            gates[:, t] = z
+            i, f, g, o = (z[:, k * hidden : (k + 1) * hidden] for k in range(4))
+            c = i * g if c is None else f * c + i * g
+            tc = xp.tanh(c)
+            h = o * tc
+            out[0, :, t] = h
+            out[1, :, t] = c
+            tanh_c[:, t] = tc
+        return out, (gates, tanh_c)
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        u = inputs[1]
+        gates, tanh_c = residual
+        n, t_len, g4 = gates.shape
+        hidden = g4 // 4
+        has_state = len(needs) == 4
+        hs, cs = output[0], output[1]
+        # dz (pre-activation gradients) = partner * derivative * (dc or dh): the partners are
+        # i <- g, f <- c_prev, g <- i, o <- tanh(c); the loop multiplies by dc (i, f, g) or dh (o)
+        dz = xp.empty((n, t_len, g4), dtype=gates.dtype)
+        blk = [slice(k * hidden, (k + 1) * hidden) for k in range(4)]
+        dz[:, :, blk[0]] = gates[:, :, blk[2]]
+        dz[:, :, blk[2]] = gates[:, :, blk[0]]
+        dz[:, :, blk[3]] = tanh_c
+        if t_len > 1:
+            dz[:, 1:, blk[1]] = cs[:, :-1]
+        if has_state:
+            dz[:, 0, blk[1]] = inputs[3] if inputs[3] is not None else 0.0
+        else:
+            dz[:, 0, blk[1]] = 0.0
+        # the gates' derivatives: s * (1 - s) on the sigmoid blocks, 1 - g^2 on the g block
+        ones = xp.concat([xp.full((hidden,), v, dtype=gates.dtype) for v in (1.0, 1.0, 0.0, 1.0)])
+        deriv = gates * (ones - gates)
+        deriv[:, :, blk[2]] += 1.0
+        dz *= deriv
+        # dc's own factor from h_t = o * tanh(c_t): o * (1 - tanh(c)^2)
+        dcell = gates[:, :, blk[3]] * (1.0 - tanh_c * tanh_c)
+        u_t = _c_order(xp, xp.permute_dims(u, (1, 0)))
+        d_h, d_c = dy[0], dy[1]
+        mult = xp.empty((n, 4, hidden), dtype=gates.dtype)
+        flat = xp.reshape(mult, (n, g4))
+        dh_next = dc_next = None
+        for t in range(t_len - 1, -1, -1):
+            dh = d_h[:, t] if dh_next is None else d_h[:, t] + dh_next
+            dc = dh * dcell[:, t] + d_c[:, t]
+            if dc_next is not None:
+                dc += dc_next
+            mult[:, 0] = dc
+            mult[:, 1] = dc
+            mult[:, 2] = dc
+            mult[:, 3] = dh
+            dzt = dz[:, t]
+            dzt *= flat
+            dc_next = dc * gates[:, t, blk[1]]
+            dh_next = xp.matmul(dzt, u_t)
+        dxw = dz if needs[0] else None
+        du = None
+        if needs[1]:
+            h_prev = xp.empty((n, t_len, hidden), dtype=gates.dtype)
+            h_prev[:, 0] = inputs[2] if has_state and inputs[2] is not None else 0.0
+            if t_len > 1:
+                h_prev[:, 1:] = hs[:, :-1]
+            du = xp.tensordot(h_prev, dz, axes=([0, 1], [0, 1]))
+        if not has_state:
+            return (dxw, du)
+        return (dxw, du, dh_next if needs[2] else None, dc_next if needs[3] else None)
+
+    def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
+        # U always; h0 for dU, c0 for the forget gate's gradient at the first step
+        return (1, 2, 3) if n_inputs == 4 else (1,)
+
+
+class GRUSequence(Op):
+    """The GRU recurrence over projected inputs ``xw (N, T, 3H)`` with recurrent weight
+    ``U (H, 3H)``, recurrent bias ``b (3H,)`` and optionally the initial ``h0 (N, H)``.
+
+    The output ``(N, T, H)`` holds every step's hidden state; the residual keeps the gates
+    ``r, u``, the candidate ``n`` and the recurrent ``h @ U_n + b_n`` for backward.
+    """
+
+    name = "gru_sequence"
+    has_residual = True
+    keep_output = True
+    keep_inputs = (1,)
+    fresh_grads = True
+
+    def infer(self, xw: Spec, u: Spec, b: Spec, *state: Spec) -> Spec:
+        if len(state) > 1:
+            raise ValueError(f"{self.name}: one initial state h0 at most, got {len(state)}")
+        hidden = _check_sequence(self.name, 3, xw, u, state)
+        require_same_dtype(xw=xw, b=b)
+        if b.shape != (3 * hidden,):
+            raise ValueError(
+                f"{self.name}: the recurrent bias must be ({3 * hidden},), got "
+                f"{format_shape(b.shape)}"
+            )
+        return Spec((xw.shape[0], xw.shape[1], hidden), xw.dtype)
+
+    def forward(self, xp: ArrayNamespace, xw: Any, u: Any, b: Any, *state: Any) -> Any:
+        n, t_len, g3 = concrete(xw.shape, self.name)
+        hidden = g3 // 3
+        out = xp.empty((n, t_len, hidden), dtype=xw.dtype)
+        ru_all = xp.empty((n, t_len, 2 * hidden), dtype=xw.dtype)
+        cand = xp.empty((n, t_len, hidden), dtype=xw.dtype)
+        rec_n = xp.empty((n, t_len, hidden), dtype=xw.dtype)
+        h = state[0] if state else None
+        r_blk, n_blk = slice(0, 2 * hidden), slice(2 * hidden, g3)
+        for t in range(t_len):
+            hid = b if h is None else xp.matmul(h, u) + b
+            ru = xp.tanh((xw[:, t, r_blk] + hid[..., r_blk]) * 0.5)
+            ru *= 0.5
+            ru += 0.5
+            r, z = ru[:, :hidden], ru[:, hidden:]
+            hn = hid[..., n_blk]
+            cand_t = xp.tanh(xw[:, t, n_blk] + r * hn)
+            h = cand_t - z * cand_t if h is None else cand_t + z * (h - cand_t)
+            out[:, t] = h
+            ru_all[:, t] = ru
+            cand[:, t] = cand_t
+            rec_n[:, t] = hn
+        return out, (ru_all, cand, rec_n)
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        u = inputs[1]
+        ru_all, cand, rec_n = residual
+        n, t_len, hidden = cand.shape
+        g3 = 3 * hidden
+        has_state = len(needs) == 4
+        h_prev = xp.empty((n, t_len, hidden), dtype=cand.dtype)
+        h_prev[:, 0] = inputs[3] if has_state and inputs[3] is not None else 0.0
+        if t_len > 1:
+            h_prev[:, 1:] = output[:, :-1]
+        r_all, z_all = ru_all[:, :, :hidden], ru_all[:, :, hidden:]
+        # per-step factors, all steps at once
+        dn_f = (1.0 - z_all) * (1.0 - cand * cand)  # dh -> pre-activation of n
+        dz_f = (h_prev - cand) * (z_all * (1.0 - z_all))  # dh -> pre-activation of u
+        dr_f = rec_n * (r_all * (1.0 - r_all))  # d(pre n) -> pre-activation of r
+        dxw = xp.empty((n, t_len, g3), dtype=cand.dtype)  # [dr, du, dn] pre-activations
+        dhid = xp.empty((n, t_len, g3), dtype=cand.dtype)  # same, n block times r
+        u_t = _c_order(xp, xp.permute_dims(u, (1, 0)))
+        dh_next = None
+        for t in range(t_len - 1, -1, -1):
+            dh = dy[:, t] if dh_next is None else dy[:, t] + dh_next
+            dn = dh * dn_f[:, t]
+            dxw[:, t, :hidden] = dn * dr_f[:, t]
+            dxw[:, t, hidden : 2 * hidden] = dh * dz_f[:, t]
+            dxw[:, t, 2 * hidden :] = dn
+            dht = dhid[:, t]
+            dht[:, : 2 * hidden] = dxw[:, t, : 2 * hidden]
+            dht[:, 2 * hidden :] = dn * r_all[:, t]
+            dh_next = xp.matmul(dht, u_t) + dh * z_all[:, t]
+        du = xp.tensordot(h_prev, dhid, axes=([0, 1], [0, 1])) if needs[1] else None
+        db = xp.sum(dhid, axis=(0, 1)) if needs[2] else None
+        grads = (dxw if needs[0] else None, du, db)
+        return (*grads, dh_next if needs[3] else None) if has_state else grads
+
+    def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
+        return (1, 3) if n_inputs == 4 else (1,)
+
+
+def lstm_sequence(xw: Any, recurrent_weight: Any, h0: Any = None, c0: Any = None) -> Expr:
+    """Every step of an LSTM over the projected inputs ``xw (N, T, 4H)``: ``(2, N, T, H)``,
+    hidden states in ``[0]`` and cell states in ``[1]`` (see the module docstring)."""
+    if (h0 is None) != (c0 is None):
+        raise ValueError("lstm_sequence: give both h0 and c0 or neither")
+    xw = as_expr(xw)
+    state = () if h0 is None else (as_expr(h0, xw), as_expr(c0, xw))
+    return LSTMSequence()(xw, as_expr(recurrent_weight, xw), *state)
+
+
+def gru_sequence(xw: Any, recurrent_weight: Any, recurrent_bias: Any, h0: Any = None) -> Expr:
+    """Every hidden state of a GRU over the projected inputs ``xw (N, T, 3H)``: ``(N, T, H)``
+    (see the module docstring)."""
+    xw = as_expr(xw)
+    state = () if h0 is None else (as_expr(h0, xw),)
+    return GRUSequence()(xw, as_expr(recurrent_weight, xw), as_expr(recurrent_bias, xw), *state)
