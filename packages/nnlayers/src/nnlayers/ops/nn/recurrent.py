@@ -5,7 +5,9 @@ over ``(N*T, D)`` made by the caller) and run the recurrence inside one op: per 
 GEMM with the recurrent weight and a handful of whole-block element-wise operations, forward and
 backward, so the graph holds one node per layer instead of a dozen per time step, and the
 weight gradient is one large GEMM over all steps. Everything goes through the arraycore
-namespace (matmul, ``tanh``, the array operators and ``__setitem__``), so every backend runs it.
+namespace (matmul, ``tanh``, the array operators and ``__setitem__``), so every backend runs it;
+in-place operators are used only on arrays the op made, never on views (whether a slice is a
+view is up to the backend).
 
 Conventions follow PyTorch and cuDNN. LSTM gates are the blocks ``i, f, g, o`` of the ``4H``
 columns::
@@ -149,7 +151,7 @@ class LSTMSequence(Op):
         # the gates' derivatives: s * (1 - s) on the sigmoid blocks, 1 - g^2 on the g block
         ones = xp.concat([xp.full((hidden,), v, dtype=gates.dtype) for v in (1.0, 1.0, 0.0, 1.0)])
         deriv = gates * (ones - gates)
-        deriv[:, :, blk[2]] += 1.0
+        deriv[:, :, blk[2]] = deriv[:, :, blk[2]] + 1.0
         dz *= deriv
         # dc's own factor from h_t = o * tanh(c_t): o * (1 - tanh(c)^2)
         dcell = gates[:, :, blk[3]] * (1.0 - tanh_c * tanh_c)
@@ -167,8 +169,8 @@ class LSTMSequence(Op):
             mult[:, 1] = dc
             mult[:, 2] = dc
             mult[:, 3] = dh
-            dzt = dz[:, t]
-            dzt *= flat
+            dzt = dz[:, t] * flat
+            dz[:, t] = dzt
             dc_next = dc * gates[:, t, blk[1]]
             dh_next = xp.matmul(dzt, u_t)
         dxw = dz if needs[0] else None
@@ -265,10 +267,9 @@ class GRUSequence(Op):
             dxw[:, t, :hidden] = dn * dr_f[:, t]
             dxw[:, t, hidden : 2 * hidden] = dh * dz_f[:, t]
             dxw[:, t, 2 * hidden :] = dn
-            dht = dhid[:, t]
-            dht[:, : 2 * hidden] = dxw[:, t, : 2 * hidden]
-            dht[:, 2 * hidden :] = dn * r_all[:, t]
-            dh_next = xp.matmul(dht, u_t) + dh * z_all[:, t]
+            dhid[:, t, : 2 * hidden] = dxw[:, t, : 2 * hidden]
+            dhid[:, t, 2 * hidden :] = dn * r_all[:, t]
+            dh_next = xp.matmul(dhid[:, t], u_t) + dh * z_all[:, t]
         du = xp.tensordot(h_prev, dhid, axes=([0, 1], [0, 1])) if needs[1] else None
         db = xp.sum(dhid, axis=(0, 1)) if needs[2] else None
         grads = (dxw if needs[0] else None, du, db)
