@@ -25,12 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import _dtypes, _registry
+from . import _dtypes, _registry, _threads
 from ._array import ArrayBase
 from ._checks import checks
 from ._linalg import LinalgNamespace
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
+from ._threads import check_threads, set_threads, thread_info, thread_setting, threads
 from .protocol import ArrayNamespace
 
 if TYPE_CHECKING:
@@ -42,10 +43,14 @@ from .errors import (
     BackendNotFoundError,
     BackendNotInstalledError,
     BackendUnavailableError,
+    PerformanceWarning,
 )
 
 __version__ = "0.1.0"
 __array_api_version__ = "2024.12"
+
+# ARRAYCORE_NUM_THREADS, if set, limits the BLAS and OpenMP pools NumPy has loaded (docs/threads.md)
+_threads.apply_environment()
 
 
 def _dispatch(name: str, sub: str | None = None) -> Callable[..., Any]:
@@ -218,6 +223,7 @@ __all__ = [
     "BackendNotInstalledError",
     "BackendUnavailableError",
     "Device",
+    "PerformanceWarning",
     "Generator",
     "Namespace",
     "checks",
@@ -229,6 +235,11 @@ __all__ = [
     "nn",
     "random",
     "use",
+    "check_threads",
+    "set_threads",
+    "thread_info",
+    "thread_setting",
+    "threads",
     *FUNCTIONS,
 ]
 

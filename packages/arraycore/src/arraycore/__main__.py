@@ -1,6 +1,7 @@
 """``python -m arraycore`` / ``arraycore``: inspect backends and run the conformance kit.
 
-arraycore info                 backends, whether each is usable and why not, devices, versions
+arraycore info                 backends, whether each is usable and why not, devices, versions,
+                               and the BLAS/OpenMP thread pools with their thread counts
 arraycore conformance NAME     run the conformance kit against backend NAME (pytest)
 """
 
@@ -13,7 +14,7 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from . import _registry
+from . import _registry, _threads
 from .errors import BackendError
 
 
@@ -97,9 +98,35 @@ def info(stream: Any = None) -> int:
             print(f"    runs on the host (docs/host-path.md): {names}", file=out)
         if not row["usable"]:
             print(f"    why: {row['reason']}", file=out)
+    thread_report(out)
     if not usable:
         print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
     return 0 if usable else 1
+
+
+def thread_report(out: Any) -> None:
+    """Print the BLAS and OpenMP thread pools, their thread counts and what decides them."""
+    print(
+        f"threads: {_threads.thread_setting()} "
+        f"(${_threads.ENV_THREADS}=N or arraycore.set_threads(N) sets them; docs/threads.md)",
+        file=out,
+    )
+    try:
+        load = f"{os.getloadavg()[0]:.2f}"
+    except (AttributeError, OSError):  # no load average on this platform
+        load = "unknown"
+    print(f"  usable cores {_threads.usable_cores()}, 1-minute load average {load}", file=out)
+    pools = _threads.thread_info()
+    if not pools:
+        print("  no BLAS or OpenMP thread pool is loaded", file=out)
+    for pool in pools:
+        layer = f", {pool['threading_layer']}" if pool["threading_layer"] else ""
+        print(
+            f"  {pool['internal_api']} {pool['version']} ({pool['user_api']}{layer}): "
+            f"{pool['num_threads']} thread{'' if pool['num_threads'] == 1 else 's'}",
+            file=out,
+        )
+        print(f"    {pool['filepath']}", file=out)
 
 
 def _describe_env(variable: str, default: str) -> str:
@@ -131,7 +158,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="arraycore", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("info", help="list backends, devices, versions and the active one")
+    sub.add_parser(
+        "info", help="list backends, devices, versions, the active one and the thread pools"
+    )
     conf = sub.add_parser("conformance", help="run the conformance kit against a backend")
     conf.add_argument("backend", help="entry-point name of the backend, e.g. numpy, cuda, opencl")
     args, extra = parser.parse_known_args(argv)

@@ -1,4 +1,4 @@
-"""The errors arraycore raises about backends and devices."""
+"""The errors arraycore raises about backends and devices, and the warnings it gives."""
 
 from __future__ import annotations
 
@@ -21,3 +21,11 @@ class BackendUnavailableError(BackendError):
 
 class BackendMismatchError(BackendError, ValueError):
     """Arrays of two backends or two devices met in one call."""
+
+
+class PerformanceWarning(UserWarning):
+    """Something will run much slower than it could, and how to avoid it is known.
+
+    For example: the machine is already loaded and BLAS would start one thread per core
+    (``arraycore.check_threads``; ``ARRAYCORE_NUM_THREADS=1`` or ``arraycore.set_threads(1)``).
+    """

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+import arraycore
+
 from ..errors import NonFiniteError
 from ..models.model import Means, Model
 from .callbacks import Callback, CallbackList
@@ -48,6 +50,15 @@ def fit(
       at most ``NONFINITE_CHECK_STEPS`` steps later (no synchronisation per step).
       ``False`` trains on regardless.
 
+    Before the first step it calls :func:`arraycore.check_threads`, once per call and cheap:
+    ``ARRAYCORE_NUM_THREADS`` reaches the BLAS pools of libraries loaded since arraycore was
+    imported, and on the NumPy backend, when no thread count was chosen and other processes
+    already keep the cores busy, an :class:`arraycore.PerformanceWarning` (once per process)
+    says how to run BLAS on one thread (``ARRAYCORE_NUM_THREADS=1`` or
+    ``arraycore.set_threads(1)``): BLAS threads fighting for busy cores can make training ten
+    times slower. The check sits here, where a run starts, rather than in every matrix product
+    or at import.
+
     Returns the model's :class:`History` (``model.history``), which grows across calls.
 
     >>> import numpy as np, nnlayers
@@ -67,6 +78,7 @@ def fit(
     >>> len(history), history.last["accuracy"] > 0.9
     (30, True)
     """
+    arraycore.check_threads(model.xp, stacklevel=2)  # the warning points at fit's caller
     if optimizer is not None:
         model.optimizer = optimizer
     if not model.optimizers():
