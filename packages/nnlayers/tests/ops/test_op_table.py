@@ -176,8 +176,66 @@ def _recurrent_cases():
     ]
 
 
+def _attention_reference(q, k, v, mask=None, *, scale=None, causal=False):
+    s = q @ np.swapaxes(k, -1, -2) * (1.0 / np.sqrt(q.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf) if mask.dtype == bool else s + mask
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -np.inf)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return p / p.sum(-1, keepdims=True) @ v
+
+
+def _attention_cases():
+    sdpa = ex.scaled_dot_product_attention
+    qkv = [(2, 3, 4, 5), (2, 3, 6, 5), (2, 3, 6, 7)]
+    keep = np.random.default_rng(7).uniform(size=(4, 6)) > 0.3
+    keep[:, 0] = True  # every row attends somewhere
+    bias = np.random.default_rng(8).normal(size=(1, 3, 4, 6))
+
+    def torch_sdpa(mask=None, **kw):
+        def run(T, q, k, v):
+            m = (
+                None
+                if mask is None
+                else T.as_tensor(mask, dtype=T.bool if mask.dtype == bool else q.dtype)
+            )
+            return T.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
+
+        return run
+
+    return [
+        OpCase("scaled_dot_product_attention", sdpa, qkv, _attention_reference, torch=torch_sdpa()),
+        OpCase(
+            "scaled_dot_product_attention",
+            lambda q, k, v: sdpa(q, k, v, ex.constant(keep)),
+            qkv,
+            lambda q, k, v: _attention_reference(q, k, v, keep),
+            label="bool mask",
+            torch=torch_sdpa(keep),
+        ),
+        OpCase(
+            "scaled_dot_product_attention",
+            lambda q, k, v: sdpa(q, k, v, ex.constant(bias, dtype=q.dtype), scale=0.3),
+            qkv,
+            lambda q, k, v: _attention_reference(q, k, v, bias, scale=0.3),
+            label="additive mask, scale",
+            torch=torch_sdpa(bias, scale=0.3),
+        ),
+        OpCase(
+            "scaled_dot_product_attention",
+            lambda q, k, v: sdpa(q, k, v, causal=True),
+            [(3, 5, 4), (3, 5, 4), (3, 5, 2)],
+            lambda q, k, v: _attention_reference(q, k, v, causal=True),
+            label="causal",
+            torch=torch_sdpa(is_causal=True),
+        ),
+    ]
+
+
 CASES: list[OpCase] = [
     *_recurrent_cases(),
+    *_attention_cases(),
     *binary("add", lambda a, b: a + b, np.add, torch=lambda T, a, b: a + b),
     *binary("subtract", lambda a, b: a - b, np.subtract, torch=lambda T, a, b: a - b),
     *binary("multiply", lambda a, b: a * b, np.multiply, torch=lambda T, a, b: a * b),
