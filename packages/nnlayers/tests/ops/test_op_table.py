@@ -709,6 +709,25 @@ CASES: list[OpCase] = [
         torch=lambda T, x, g, b: T.nn.functional.layer_norm(x, (4,), g, b, eps=1e-5),
     ),
     OpCase(
+        "layer_norm",
+        lambda x, g, b: ex.layer_norm(x, g, b, axis=(1, 2), eps=1e-3),
+        [(2, 3, 4), (3, 4), (4,)],
+        lambda x, g, b: (
+            (x - x.mean((1, 2), keepdims=True)) / np.sqrt(x.var((1, 2), keepdims=True) + 1e-3) * g
+            + b
+        ),
+        label="two axes, beta broadcast",
+        torch=lambda T, x, g, b: T.nn.functional.layer_norm(x, (3, 4), g, b.expand(3, 4), eps=1e-3),
+    ),
+    OpCase(
+        "layer_norm",
+        lambda x: ex.layer_norm(x),
+        [(2, 3, 5)],
+        lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),
+        label="no gamma, beta",
+        torch=lambda T, x: T.nn.functional.layer_norm(x, (5,), eps=1e-5),
+    ),
+    OpCase(
         "softmax_cross_entropy",
         ex.softmax_cross_entropy,
         [(4, 3), (4,)],
