@@ -71,12 +71,12 @@ from ..ops.math.elementwise import (
 from ..ops.math.linalg import matmul, norm
 from ..ops.math.reduction import argmax, argmin, max, mean, min, sum
 from ..ops.math.trigonometric import cos, sin
+from ..ops.nn.attention import scaled_dot_product_attention
 from ..ops.nn.convolution import conv2d, conv2d_transpose
 from ..ops.nn.dropout import drop_connect, dropout
 from ..ops.nn.normalization import batch_norm, layer_norm
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
 from ..ops.nn.recurrent import gru_sequence, lstm_sequence
-from ..ops.nn.attention import scaled_dot_product_attention
 from ..ops.nn.softmax import log_softmax, softmax
 from .node import Constant, Expr, Placeholder, as_expr, constant, placeholder
 from .spec import Spec

@@ -5,10 +5,14 @@ lookups by name. Each step lists the slots to release right after it, so an inte
 lives only until its last reader (in forward, or in backward when backward keeps it).
 
 Gradient accumulation at fan-out: a node's first contribution is stored as is (it may alias
-another array); the second is added into a new array, which the plan then owns, so the third and
-later ones are added in place (``xp.inplace.add``). No array another node still holds is ever
-written. A gradient handed back for a ``wrt`` node is copied unless the op that made it declares
-``fresh_grads`` (or summed it), so no two parameters' gradients ever share memory (with
+another array). The plan owns the stored gradient when it is a new array nobody else holds (its
+op declares ``fresh_grads``, or summed or cast it); otherwise the second contribution is added
+into a new array, which the plan then owns. Once owned, later contributions are added in place
+(``xp.inplace.add``), and one from an op with ``accumulate_grad`` (a basic slice ``x[key]``) is
+added into the slice of the owned gradient, so ``T`` slices of one array cost one zero-filled
+gradient and ``T`` slice-sized adds, not ``T`` full-size ones. No array another node still holds
+is ever written. A gradient handed back for a ``wrt`` node is copied unless the op that made it
+declares ``fresh_grads`` (or summed it), so no two parameters' gradients ever share memory (with
 ``check_specs`` the plan also asserts that no two are one array).
 """
 
@@ -27,7 +31,7 @@ from ..expr.spec import Spec
 from .analysis import Analysis
 from .guard import check_specs_backward, check_specs_forward, guard_backward, guard_forward
 
-ASSIGN, ADD, ADD_INPLACE = 0, 1, 2
+ASSIGN, ADD, ADD_INPLACE, ADD_SLICE = 0, 1, 2, 3
 
 
 class Plan:
@@ -72,6 +76,7 @@ class Plan:
         self.backward_reads: dict[int, int] = {}  # slot -> last backward step reading it
         contributions = [0] * n
         aliasing = [False] * n  # whether a slot's single contribution may alias another array
+        owned = [False] * n  # whether a slot's gradient so far is an array only the plan holds
         steps: list[list[Any]] = []
         for i in reversed(range(n)):
             op = self.ops[i]
@@ -94,21 +99,42 @@ class Plan:
                 contributions[j] += 1
                 count = contributions[j]
                 scalar = len(self.specs[j].shape) == 0
-                mode = ASSIGN if count == 1 else ADD if count == 2 or scalar else ADD_INPLACE
-                aliasing[j] = count == 1 and not op.fresh_grads and not _reduces(op, k)
                 cast = self.specs[j].dtype if self.specs[j].dtype != self.specs[i].dtype else None
-                actions.append((k, j, mode, cast))
-            backward = _bind_backward(op, xp, needs)
+                fresh = op.fresh_grads or _reduces(op, k) or cast is not None
+                accumulate = None
+                if count == 1:
+                    mode = ASSIGN
+                    owned[j] = fresh and not scalar
+                elif owned[j]:
+                    mode = ADD_INPLACE
+                    if cast is None and len(ins) == 1 and len(self.specs[i].shape) > 0:
+                        accumulate = getattr(op, "accumulate_grad", None)
+                        mode = ADD_SLICE if accumulate is not None else ADD_INPLACE
+                else:
+                    mode = ADD
+                    owned[j] = not scalar
+                aliasing[j] = count == 1 and not op.fresh_grads and not _reduces(op, k)
+                actions.append((k, j, mode, cast, accumulate))
+            if any(mode == ADD_SLICE for _, _, mode, _, _ in actions):
+                # the op's own gradient is dy, added into the slice it read (accumulate_grad)
+                backward = _identity_backward
+                in_specs = [self.specs[i]]
+            else:
+                backward = _bind_backward(op, xp, needs)
+                in_specs = [self.specs[j] for j in ins]
             if self.guard:
                 backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
             if self.check_specs:
-                in_specs = [self.specs[j] for j in ins]
                 backward = check_specs_backward(backward, a.nodes[i], self.specs[i], in_specs)
             # plain first contributions (no cast) are stored by the fastest loop of run_backward
             assigns = tuple(
-                (k, j) for k, j, mode, cast in actions if mode == ASSIGN and cast is None
+                (k, j) for k, j, mode, cast, _ in actions if mode == ASSIGN and cast is None
             )
-            others = tuple(x for x in actions if x[2] != ASSIGN or x[3] is not None)
+            others = tuple(
+                (k, j, mode, cast, None if fn is None else partial(fn, xp))
+                for k, j, mode, cast, fn in actions
+                if mode != ASSIGN or cast is not None
+            )
             steps.append(
                 [
                     backward,
@@ -239,7 +265,7 @@ class Plan:
             residuals[out] = None
             for k, j in assigns:
                 grads[j] = gs[k]
-            for k, j, mode, cast in others:
+            for k, j, mode, cast, accumulate in others:
                 g = gs[k]
                 if cast is not None:
                     g = astype(g, cast)
@@ -247,8 +273,10 @@ class Plan:
                     grads[j] = g
                 elif mode == ADD:
                     grads[j] = add(grads[j], g)
-                else:
+                elif mode == ADD_INPLACE:
                     add_inplace(grads[j], g, out=grads[j])
+                else:
+                    accumulate(grads[j], g)
             for j in frees:
                 values[j] = None
         result = []
@@ -286,8 +314,8 @@ class Plan:
         live -= sum(nbytes[j] for j in self.release_after_train_forward)
         live += nbytes[a.outputs[0]]
         for _bwd, out, _read, _keep, actions, frees, clear, _, _ in self.backward_steps:
-            for _k, j, mode, _cast in actions:
-                if mode != ADD_INPLACE:
+            for _k, j, mode, _cast, _fn in actions:
+                if mode in (ASSIGN, ADD):
                     live += nbytes[j]
                 peak = max(peak, live)
                 if mode == ADD:
@@ -322,6 +350,11 @@ def _bind_backward(op: Any, xp: ArrayNamespace, needs: tuple[bool, ...]) -> Any:
         return backward(xp, dy, inputs, output, residual, needs)
 
     return run
+
+
+def _identity_backward(dy: Any, inputs: Any, output: Any, residual: Any) -> Any:
+    """The backward of a slice whose gradient is added into the slice it read (``ADD_SLICE``)."""
+    return (dy,)
 
 
 def _reduces(op: Any, k: int) -> bool:

@@ -5,7 +5,10 @@ time step is one GEMM (``x @ weight + bias`` over ``(N*T, D)``), then the fused 
 recurrence, one recurrent GEMM and a few whole-block element-wise operations per step, forward
 and backward. With ``fused=False`` (and for the plain :class:`RNN`) the loop is unrolled into the
 graph instead, one node per operation per step, so the gradient through time comes from the
-ops' own backward rules: slower, but every intermediate is a node you can inspect.
+ops' own backward rules: slower, but every intermediate is a node you can inspect. The unrolled
+form projects the whole sequence with one GEMM too and each step reads its slice ``[:, t]`` of
+the projection; the plan adds the slices' gradients into one gradient of the projection (slice
+accumulation, see ``nnlayers.graph.plan``), so the steps share one zero-filled array.
 """
 
 from __future__ import annotations
@@ -87,9 +90,9 @@ class Recurrent(Layer):
             result = sequence if self.return_sequences else sequence[:, -1]
         else:
             outputs = []
+            projection = x @ weight + bias  # (N, T, gates * units): one GEMM for every step
             for t in range(steps):  # type: ignore[arg-type]
-                projected = x[:, t] @ weight + bias
-                output, state = self.step(projected, state)
+                output, state = self.step(projection[:, t], state)
                 outputs.append(output)
             result = stack(outputs, axis=1) if self.return_sequences else outputs[-1]
         self.state = state

@@ -12,6 +12,10 @@ An op is declared once, as a subclass of :class:`Op`:
   (``None`` where ``needs[i]`` is false). ``inputs`` holds only the inputs the op declared it
   keeps (``keep_inputs``; others are ``None``, already released) and ``output`` is ``None``
   unless ``keep_output``.
+- optionally ``accumulate_grad(xp, acc, dy)``, for a one-input op whose gradient is ``dy`` placed
+  into zeros of the input's shape (a basic slice): add ``dy`` into its part of ``acc`` in place.
+  The plan calls it instead of ``backward`` when ``acc``, the input's gradient so far, is an
+  array the plan owns (see ``graph/plan.py``).
 """
 
 from __future__ import annotations
@@ -135,6 +139,28 @@ class Unary(Op):
     def infer(self, x: Spec) -> Spec:
         require_float(self.name, x)
         return x
+
+
+class _OutOfPlace:
+    """Stands in for ``xp.inplace`` where the target is a 0-d value: NumPy hands 0-d results out
+    as immutable scalars, so ``f(*args, out=y)`` computes ``f(*args)`` anew instead."""
+
+    def __init__(self, xp: ArrayNamespace) -> None:
+        self._xp = xp
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        fn = getattr(self._xp, name)
+
+        def run(*args: Any, out: Any) -> Any:
+            return fn(*args)
+
+        return run
+
+
+def inplace_on(xp: ArrayNamespace, y: Any) -> Any:
+    """``xp.inplace`` for updating ``y``, a new array the caller owns (always reassign the
+    result: ``y = ip.add(y, 1.0, out=y)``); for a 0-d ``y`` an out-of-place stand-in."""
+    return xp.inplace if y.shape else _OutOfPlace(xp)
 
 
 def concrete(shape: Any, what: str) -> tuple[int, ...]:

@@ -62,5 +62,5 @@ def test_bad_masks_are_named() -> None:
     q = ex.placeholder((None, 2, 5, 4), name="q")
     with pytest.raises(ValueError, match=r"mask \(3, 5\) does not broadcast"):
         _ = ex.scaled_dot_product_attention(q, q, q, ex.placeholder((3, 5), "bool")).shape
-    with pytest.raises(ValueError, match="mask must be boolean or of q.s dtype float32"):
+    with pytest.raises(ValueError, match=r"mask must be boolean or of q.s dtype float32"):
         _ = ex.scaled_dot_product_attention(q, q, q, ex.placeholder((5, 5), "int64")).shape

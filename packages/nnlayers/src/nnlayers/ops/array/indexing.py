@@ -39,7 +39,8 @@ def _normalize_key(key: Any, ndim: int) -> tuple[Any, ...]:
 
 
 class GetItem(Op):
-    """``x[key]`` with basic indexing; the gradient is ``dy`` written into zeros of ``x``'s shape."""
+    """``x[key]`` with basic indexing; the gradient is ``dy`` written into zeros of ``x``'s shape,
+    or added into the slice of a gradient the plan already holds (:meth:`accumulate_grad`)."""
 
     fresh_grads = True
 
@@ -78,6 +79,15 @@ class GetItem(Op):
         dx = xp.zeros(self.in_shape, dtype=dy.dtype)
         dx[self.index] = dy
         return (dx,)
+
+    def accumulate_grad(self, xp: ArrayNamespace, acc: Any, dy: Any) -> None:
+        """Add ``dy`` into ``acc[key]`` in place: what the plan runs instead of :meth:`backward`
+        when ``acc``, the input's gradient so far, is an array it owns (a second slice of the
+        same array, ``x[:, t]`` of a sequence), so no input-sized zeros are made per slice."""
+        part = acc[self.index]
+        part = xp.inplace.add(part, dy, out=part)
+        # a no-op where basic indexing gives a view (NumPy, CuPy, OpenCL); a write-back elsewhere
+        acc[self.index] = part
 
 
 class Take(Op):

@@ -1,4 +1,8 @@
-"""Activations: tanh, sigmoid, log_sigmoid, relu, leaky_relu, elu, softplus, and gelu (composed)."""
+"""Activations: tanh, sigmoid, log_sigmoid, relu, leaky_relu, elu, softplus and gelu.
+
+The smooth ones make one new array and update it in place (``xp.inplace``): each pass over the
+data is one kernel and no pass allocates, where a composition of ops would allocate per step.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,31 @@ from typing import Any
 
 from arraycore import ArrayNamespace
 
-from ...expr.node import Expr, as_expr
-from ..base import Grads, Inputs, Needs, Unary
+from ...expr.node import Expr
+from ..base import Grads, Inputs, Needs, Unary, inplace_on
+
+#: GELU's tanh approximation: ``0.5 x (1 + tanh(K (x + C x**3)))``.
+_GELU_K = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+
+
+def _sigmoid_of_half(xp: ArrayNamespace, y: Any) -> Any:
+    """``y`` (a new array holding ``x / 2``) turned into ``sigmoid(x) = 0.5 + 0.5 tanh(x / 2)``
+    in place, which never overflows, unlike ``1 / (1 + exp(-x))``."""
+    ip = inplace_on(xp, y)
+    y = ip.tanh(y, out=y)
+    y = ip.multiply(y, 0.5, out=y)
+    return ip.add(y, 0.5, out=y)
 
 
 def _sigmoid(xp: ArrayNamespace, x: Any) -> Any:
-    # 0.5 * (1 + tanh(x / 2)) never overflows, unlike 1 / (1 + exp(-x)).
-    return xp.multiply(xp.add(xp.tanh(xp.multiply(x, 0.5)), 1.0), 0.5)
+    """``sigmoid(x)`` as a new array: four passes, one allocation."""
+    return _sigmoid_of_half(xp, xp.multiply(x, 0.5))
+
+
+def _times_dy(xp: ArrayNamespace, g: Any, dy: Any) -> Any:
+    """``g * dy`` written into ``g`` (a new array of the input's shape)."""
+    return inplace_on(xp, g).multiply(g, dy, out=g)
 
 
 def _softplus(xp: ArrayNamespace, x: Any) -> Any:
@@ -22,37 +44,52 @@ def _softplus(xp: ArrayNamespace, x: Any) -> Any:
 
 
 class Tanh(Unary):
-    """Hyperbolic tangent; backward ``dy * (1 - y**2)``."""
+    """Hyperbolic tangent; backward ``dy * (1 - y**2)``: three passes into one new array."""
 
     fresh_grads = True
 
     name = "tanh"
     keep_output = True
+    fresh_output = True
+    inplace_inputs = (0,)
 
     def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return xp.tanh(x)
 
+    def forward_inplace(self, xp: ArrayNamespace, k: int, x: Any) -> Any:
+        return xp.inplace.tanh(x, out=x)
+
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        return (xp.multiply(dy, xp.subtract(1.0, xp.multiply(output, output))),)
+        g = xp.multiply(output, output)
+        g = inplace_on(xp, g).subtract(1.0, g, out=g)
+        return (_times_dy(xp, g, dy),)
 
 
 class Sigmoid(Unary):
-    """Logistic sigmoid, computed without overflow; backward ``dy * y * (1 - y)``."""
+    """Logistic sigmoid ``0.5 + 0.5 tanh(x / 2)`` (no overflow): four passes into one new array
+    (or into ``x`` itself when nothing else reads it); backward ``dy * y * (1 - y)``, three."""
 
     fresh_grads = True
 
     name = "sigmoid"
     keep_output = True
+    fresh_output = True
+    inplace_inputs = (0,)
 
     def forward(self, xp: ArrayNamespace, x: Any) -> Any:
         return _sigmoid(xp, x)
 
+    def forward_inplace(self, xp: ArrayNamespace, k: int, x: Any) -> Any:
+        return _sigmoid_of_half(xp, xp.inplace.multiply(x, 0.5, out=x))
+
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        return (xp.multiply(dy, xp.multiply(output, xp.subtract(1.0, output))),)
+        g = xp.subtract(1.0, output)
+        g = inplace_on(xp, g).multiply(g, output, out=g)
+        return (_times_dy(xp, g, dy),)
 
 
 class LogSigmoid(Unary):
@@ -69,7 +106,7 @@ class LogSigmoid(Unary):
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        return (xp.multiply(dy, _sigmoid(xp, xp.negative(inputs[0]))),)
+        return (_times_dy(xp, _sigmoid_of_half(xp, xp.multiply(inputs[0], -0.5)), dy),)
 
 
 class Relu(Unary):
@@ -153,7 +190,51 @@ class Softplus(Unary):
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        return (xp.multiply(dy, _sigmoid(xp, inputs[0])),)
+        return (_times_dy(xp, _sigmoid(xp, inputs[0]), dy),)
+
+
+class Gelu(Unary):
+    """GELU, tanh approximation, as one op: ``y = x s`` with ``s = 0.5 (1 + tanh(u))``,
+    ``u = K (x + C x**3)``; backward ``dy (s + 2 s (1 - s) K x (1 + 3 C x**2))``, since
+    ``1 - tanh(u)**2 = 4 s (1 - s)``.
+
+    Forward makes ``s`` in one new array (``x*x`` then six in-place passes, Horner's form: no
+    power) and keeps it for backward with ``x``; backward makes two arrays and nine passes.
+    """
+
+    fresh_grads = True
+
+    name = "gelu"
+    keep_inputs = (0,)
+    has_residual = True
+    fresh_output = True
+
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
+        s = xp.multiply(x, x)
+        ip = inplace_on(xp, s)
+        s = ip.multiply(s, _GELU_K * _GELU_C, out=s)
+        s = ip.add(s, _GELU_K, out=s)
+        s = ip.multiply(s, x, out=s)  # u = K x (1 + C x**2)
+        s = ip.tanh(s, out=s)
+        s = ip.multiply(s, 0.5, out=s)
+        s = ip.add(s, 0.5, out=s)
+        return xp.multiply(x, s), s
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        x, s = inputs[0], residual
+        g = xp.subtract(1.0, s)
+        ip = inplace_on(xp, g)
+        g = ip.multiply(g, s, out=g)  # s (1 - s)
+        b = xp.multiply(x, x)
+        ipb = inplace_on(xp, b)
+        b = ipb.multiply(b, 6.0 * _GELU_K * _GELU_C, out=b)
+        b = ipb.add(b, 2.0 * _GELU_K, out=b)  # 2 K (1 + 3 C x**2)
+        g = ip.multiply(g, b, out=g)
+        g = ip.multiply(g, x, out=g)
+        g = ip.add(g, s, out=g)
+        return (ip.multiply(g, dy, out=g),)
 
 
 def tanh(x: Any) -> Expr:
@@ -192,12 +273,5 @@ def softplus(x: Any) -> Expr:
 
 
 def gelu(x: Any) -> Expr:
-    """GELU, tanh approximation: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``.
-
-    A composition of primitives, so its gradient comes for free.
-    """
-    from .arithmetic import power
-
-    x = as_expr(x)
-    inner = (x + power(x, 3.0) * 0.044715) * math.sqrt(2.0 / math.pi)
-    return as_expr(x) * 0.5 * (tanh(inner) + 1.0)
+    """GELU, tanh approximation: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``."""
+    return Gelu()(x)

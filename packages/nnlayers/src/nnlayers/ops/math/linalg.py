@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from arraycore import ArrayNamespace
@@ -21,7 +22,14 @@ from ..base import (
 
 
 class MatMul(Op):
-    """``x1 @ x2``: ``dx1 = dy @ x2^T`` and ``dx2 = x1^T @ dy``, batch axes summed back."""
+    """``x1 @ x2``: ``dx1 = dy @ x2^T`` and ``dx2 = x1^T @ dy``, batch axes summed back.
+
+    A stack of rows times one matrix, ``(N, T, D) @ (D, U)`` (a dense layer over a sequence), is
+    one 2-D product of the ``(N*T, D)`` reshape, not ``N`` batched ``(T, D)`` ones; its gradients
+    are ``dy (N*T, U) @ W^T`` and one ``(D, N*T) @ (N*T, U)`` product for ``W``, never an
+    ``(N, D, U)`` stack of per-batch products to sum. The reshape is free for a contiguous ``x``
+    and one copy of a strided one (per pass that reads it), next to ``2 U`` flops per element.
+    """
 
     fresh_grads = True
 
@@ -49,16 +57,34 @@ class MatMul(Op):
         self.plans = (reduction_plan(a2, self.out2), reduction_plan(b2, self.out2))
         # two matrices: the gradients are plain products, no reshapes or batch sums
         self.plain = a.ndim == 2 and b.ndim == 2
+        # rows of any batch shape times one matrix: one 2-D product of the flattened rows
+        self.rows = a.ndim > 2 and b.ndim == 2
         shape = batch + (() if a.ndim == 1 else (a2[-2],)) + (() if b.ndim == 1 else (b2[-1],))
         return Spec(shape, result_dtype(a, b))
 
     def forward(self, xp: ArrayNamespace, a: Any, b: Any) -> Any:
+        if self.rows:
+            lead = tuple(a.shape[:-1])
+            y = xp.matmul(xp.reshape(a, (math.prod(lead), a.shape[-1])), b)
+            return xp.reshape(y, (*lead, b.shape[-1]))
         return xp.matmul(a, b)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         a, b = inputs
+        if self.rows:
+            lead = tuple(dy.shape[:-1])
+            m = math.prod(lead)
+            dy2 = xp.reshape(dy, (m, dy.shape[-1]))
+            ga = gb = None
+            if needs[0]:
+                ga = xp.matmul(dy2, xp.matrix_transpose(b))
+                ga = xp.reshape(ga, (*lead, ga.shape[-1]))
+            if needs[1]:
+                a2 = xp.reshape(a, (m, a.shape[-1]))
+                gb = xp.matmul(xp.matrix_transpose(a2), dy2)
+            return ga, gb
         if self.plain:
             mt = xp.matrix_transpose
             return (

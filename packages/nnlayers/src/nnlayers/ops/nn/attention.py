@@ -64,9 +64,12 @@ class ScaledDotProductAttention(Op):
                 f"{format_shape(q.shape)}, {format_shape(k.shape)}, {format_shape(v.shape)}"
             )
         d = q.shape[-1]
-        if self.scale is None and d is None:
+        if self.scale is not None:
+            self.factor = float(self.scale)
+        elif d is None:
             raise ValueError(f"{op}: the last axis of q must be known to pick the scale")
-        self.factor = float(self.scale) if self.scale is not None else 1.0 / math.sqrt(int(d))
+        else:
+            self.factor = 1.0 / math.sqrt(int(d))
         scores = (*q.shape[:-1], k.shape[-2])
         self.mask_kind = None
         if mask:
