@@ -4,11 +4,14 @@ Same signatures as the references minus the ``xp`` argument, same argument check
 messages (shared from :mod:`arraycore._nn`), same results within float tolerance and the same
 tie-breaking. What each one does differently, and why:
 
-- Convolutions build im2col from a ``sliding_window_view`` with one copy and call one batched
-  ``matmul``; the filter gradient contracts over batch and positions in whichever layout needs
-  the smaller transposed copy. Backward data and the transposed convolution produce their
-  columns with one GEMM, tap-major and batch-innermost, ``(KH, KW, C, positions, N)``, so each
-  tap's strided ``+=`` in col2im runs over long contiguous rows.
+- Convolutions build im2col from a ``sliding_window_view`` a chunk of images at a time (about
+  2 MB of columns, one buffer per call) and multiply each chunk while it is in the cache; the
+  filter gradient sums the chunks' products with ``dy``. The input gradient of a stride-1
+  convolution is the convolution of ``dy`` with the flipped, transposed kernel (no col2im).
+  Layers with short output rows (under 16) build their columns batch-innermost instead, where
+  the copies move long rows; there, and for strided convolutions and the transposed
+  convolution, col2im takes one GEMM's columns, tap-major and batch-innermost, ``(KH, KW, C,
+  positions, N)``, so each tap's strided ``+=`` runs over long contiguous rows.
 - Pooling reduces rows first, then columns (separable), with ``out=`` buffers: fewer passes over
   memory than one pass per kernel tap. Reductions over small window axes (``max(axis=(4, 5))``
   of a window view) and ``argmax`` within windows measured 3-20x slower than these loops.
@@ -83,12 +86,6 @@ def _windows(x: np.ndarray, win: Window2d) -> np.ndarray:
     return view[:, :, ::sh, ::sw, ::dh, ::dw]
 
 
-def _im2col(x: np.ndarray, win: Window2d) -> np.ndarray:
-    """``(N, C*KH*KW, out_h*out_w)``, contiguous: one copy out of the window view."""
-    k = win.c * win.kh * win.kw
-    return _windows(x, win).transpose(0, 1, 4, 5, 2, 3).reshape(win.n, k, win.out_h * win.out_w)
-
-
 #: Output rows shorter than this make the NCHW im2col copy loop over tiny rows: build the
 #: columns batch-innermost instead (see :func:`_im2col_t`).
 _SHORT_ROWS = 16
@@ -111,6 +108,80 @@ def _im2col_t(x: np.ndarray, win: Window2d) -> np.ndarray:
     view = sliding_window_view(xt, span, axis=(1, 2))[:, ::sh, ::sw, :, ::dh, ::dw]
     k = win.c * win.kh * win.kw
     return view.transpose(0, 4, 5, 1, 2, 3).reshape(k, win.out_h * win.out_w * win.n)
+
+
+#: im2col runs in chunks of whole images of about this many bytes of columns: each chunk is
+#: multiplied while it is still in the cache, and no columns buffer of every image (tens of MB,
+#: page-faulted afresh each call, read back from memory by a GEMM that is then bandwidth-bound)
+#: is ever built.
+_CHUNK_BYTES = 1 << 21
+
+
+def _chunks(win: Window2d, itemsize: int) -> int:
+    """Images per im2col chunk."""
+    per_image = win.c * win.kh * win.kw * win.out_h * win.out_w * itemsize
+    return max(1, min(win.n, _CHUNK_BYTES // max(per_image, 1)))
+
+
+def _conv_chunked(x: np.ndarray, w: np.ndarray, win: Window2d) -> np.ndarray:
+    """``conv2d`` as im2col + GEMM, a chunk of images at a time into one reused buffer."""
+    o, k, positions = w.shape[0], win.c * win.kh * win.kw, win.out_h * win.out_w
+    dtype = np.result_type(x, w)
+    group = _chunks(win, dtype.itemsize)
+    windows = _windows(x, win).transpose(0, 1, 4, 5, 2, 3)  # (N, C, KH, KW, out_h, out_w)
+    cols = np.empty((group, win.c, win.kh, win.kw, win.out_h, win.out_w), dtype=dtype)
+    w2 = w.reshape(o, k).astype(dtype, copy=False)
+    y = np.empty((win.n, o, positions), dtype=dtype)
+    for n0 in range(0, win.n, group):
+        g = min(group, win.n - n0)
+        np.copyto(cols[:g], windows[n0 : n0 + g])
+        np.matmul(w2, cols[:g].reshape(g, k, positions), out=y[n0 : n0 + g])
+    return y.reshape(win.n, o, win.out_h, win.out_w)
+
+
+def _filter_grad_chunked(x: np.ndarray, dy: np.ndarray, win: Window2d) -> np.ndarray:
+    """``dw (O, K)``: per chunk of images, their columns times their ``dy``, summed."""
+    o, k, positions = dy.shape[1], win.c * win.kh * win.kw, win.out_h * win.out_w
+    dtype = np.result_type(x, dy)
+    group = _chunks(win, dtype.itemsize)
+    windows = _windows(x, win).transpose(0, 1, 4, 5, 2, 3)
+    cols = np.empty((group, win.c, win.kh, win.kw, win.out_h, win.out_w), dtype=dtype)
+    dy3 = dy.reshape(win.n, o, positions)
+    dw = np.zeros((o, k), dtype=dtype)
+    part = np.empty((group, o, k), dtype=dtype)
+    for n0 in range(0, win.n, group):
+        g = min(group, win.n - n0)
+        np.copyto(cols[:g], windows[n0 : n0 + g])
+        np.matmul(
+            dy3[n0 : n0 + g], cols[:g].reshape(g, k, positions).transpose(0, 2, 1), out=part[:g]
+        )
+        dw += part[:g].sum(axis=0)
+    return dw
+
+
+def _data_grad_as_conv(dy: np.ndarray, w: np.ndarray, win: Window2d) -> np.ndarray | None:
+    """``dx`` of a stride-1 convolution as a convolution of ``dy`` with the flipped, transposed
+    kernel (no col2im), or ``None`` where the padding would have to be negative."""
+    if win.stride != (1, 1):
+        return None
+    (dh, dw_), ((t, b), (left, r)) = win.dilation, win.pads
+    span_h, span_w = dh * (win.kh - 1), dw_ * (win.kw - 1)
+    pads = ((span_h - t, span_h - b), (span_w - left, span_w - r))
+    if min(pads[0] + pads[1]) < 0:
+        return None
+    flipped = np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
+    o = w.shape[0]
+    win_t = conv_window(
+        "conv2d_backward_data",
+        (win.n, o, win.out_h, win.out_w),
+        flipped.shape,
+        1,
+        pads,
+        win.dilation,
+    )
+    if _batch_inner(win_t) or (win_t.out_h, win_t.out_w) != (win.h, win.w):
+        return None
+    return _conv_chunked(dy, flipped, win_t)
 
 
 def _dy_t(dy: np.ndarray, n: int, o: int, positions: int) -> np.ndarray:
@@ -161,8 +232,7 @@ def conv2d(
         y = np.empty((win.n, o, win.out_h, win.out_w), dtype=y_t.dtype)
         np.copyto(y, y_t.reshape(o, win.out_h, win.out_w, win.n).transpose(3, 0, 1, 2))
         return y
-    y = np.matmul(w.reshape(o, k), _im2col(x, win))
-    return y.reshape(win.n, o, win.out_h, win.out_w)
+    return _conv_chunked(x, w, win)
 
 
 def conv2d_backward_data(
@@ -179,7 +249,8 @@ def conv2d_backward_data(
     win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
     check_output_shape(op, "dy", dy.shape, win, w.shape[0])
     _nn.check_float(op, np.isdtype, dy=dy, w=w)
-    return _col2im(w, dy, win)
+    dx = None if _batch_inner(win) else _data_grad_as_conv(dy, w, win)
+    return _col2im(w, dy, win) if dx is None else dx
 
 
 def conv2d_backward_filter(
@@ -204,9 +275,9 @@ def conv2d_backward_filter(
         # short output rows: batch-innermost columns and dy, one GEMM (transpose in its flags)
         dw = np.matmul(_dy_t(dy, win.n, o, positions), _im2col_t(x, win).T)
     elif positions >= k:
-        # many positions, short columns (first layers): N small products, then a sum of N
-        # (O, K) results, cheaper than transposing the large dy
-        dw = np.matmul(dy3, _im2col(x, win).transpose(0, 2, 1)).sum(axis=0)
+        # many positions, short columns (first layers): a chunk of images at a time, their
+        # products with dy summed (no transposed copy of the large dy)
+        dw = _filter_grad_chunked(x, dy, win)
     else:
         # long columns (deep layers): one product over (batch, position) after transposing
         # dy, the smaller operand
