@@ -60,3 +60,42 @@ def test_float32_stays_float32() -> None:
     assert y.dtype == np.float32
     assert fast.conv2d_backward_data(y, w, x.shape, padding=1).dtype == np.float32
     assert fast.conv2d_backward_filter(x, y, w.shape, padding=1).dtype == np.float32
+
+
+@pytest.mark.parametrize("shape", [(6, 4), (5, 3, 7, 2), (1, 2, 1, 1), (4, 3, 0, 5)])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batch_norm_matches_the_reference(shape, dtype) -> None:
+    from arraycore import _nn_batchnorm as ref
+
+    xp = arraycore.namespace("numpy")
+    rng = np.random.default_rng(1)
+    c = shape[1]
+    x = (rng.normal(size=shape) * 3 + 5).astype(dtype)  # a large mean: no cancellation
+    gamma, beta = rng.normal(size=c).astype(dtype), rng.normal(size=c).astype(dtype)
+    dy = rng.normal(size=shape).astype(dtype)
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == "float32" else {"rtol": 1e-10, "atol": 1e-12}
+    if 0 not in shape:
+        got, want = (
+            fast.batch_norm(x, gamma, beta, eps=1e-3),
+            ref.batch_norm(xp, x, gamma, beta, 1e-3),
+        )
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype == np.dtype(dtype)
+            np.testing.assert_allclose(a, b, **tol)
+        mean, inv = want[1], want[2]
+    else:
+        mean, inv = np.zeros(c, dtype), np.ones(c, dtype)
+    got = fast.batch_norm_backward(dy, x, gamma, mean, inv)
+    want = ref.batch_norm_backward(xp, dy, x, gamma, mean, inv)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        np.testing.assert_allclose(a, b, **tol)
+
+
+def test_batch_norm_errors_name_the_op() -> None:
+    with pytest.raises(ValueError, match="batch_norm: gamma has shape"):
+        fast.batch_norm(np.ones((2, 3)), np.ones(4), np.ones(3))
+    with pytest.raises(TypeError, match="batch_norm_backward: .*floating"):
+        fast.batch_norm_backward(
+            np.ones((2, 3), int), np.ones((2, 3)), np.ones(3), np.ones(3), np.ones(3)
+        )

@@ -38,6 +38,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import _nn
+from .._nn_batchnorm import check_batch_norm, check_batch_norm_backward
 from ..nn_shapes import (
     Window2d,
     check_output_shape,
@@ -55,6 +56,8 @@ __all__ = [
     "max_pool2d_backward",
     "avg_pool2d",
     "avg_pool2d_backward",
+    "batch_norm",
+    "batch_norm_backward",
     "softmax",
     "log_softmax",
     "one_hot",
@@ -300,6 +303,59 @@ def conv2d_transpose(
     win = conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
     _nn.check_float(op, np.isdtype, x=x, w=w)
     return _col2im(w, x, win)
+
+
+# -- batch normalisation --------------------------------------------------------------------------
+def _channels(x: np.ndarray) -> np.ndarray:
+    """``x`` as ``(N, C, positions)`` (a view; positions 1 for (N, C) input)."""
+    return x.reshape(x.shape[0], x.shape[1], -1)
+
+
+def _channel_sum(a3: np.ndarray) -> np.ndarray:
+    """Per-channel sums of ``(N, C, P)``: the contiguous axis first, then the batch."""
+    return a3.sum(axis=2).sum(axis=0)
+
+
+def batch_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, *, eps: float = 1e-5
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn_batchnorm.batch_norm` in four passes over ``x``: sum, centre,
+    sum of squares (``einsum``, no temporary), scale and shift in place."""
+    check_batch_norm(np.isdtype, x, gamma, beta, eps)
+    x3 = _channels(x)
+    count = x3.shape[0] * x3.shape[2]
+    dt = x.dtype
+    mean = (_channel_sum(x3) / max(count, 1)).astype(dt, copy=False)
+    y = x3 - mean[:, None]
+    var = np.einsum("ncp,ncp->c", y, y) / max(count, 1)
+    inv_std = (1.0 / np.sqrt(var + float(eps))).astype(dt, copy=False)
+    y *= (inv_std * gamma)[:, None]
+    y += beta[:, None]
+    return y.reshape(x.shape), mean, inv_std
+
+
+def batch_norm_backward(
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray, inv_std: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn_batchnorm.batch_norm_backward` as ``dx = a * dy + b * (x - mean)
+    + c`` per channel, from two reductions (``sum(dy)``, ``sum(dy * (x - mean))``), without
+    forming ``x_hat``."""
+    check_batch_norm_backward(np.isdtype, dy, x, gamma, mean, inv_std)
+    x3, dy3 = _channels(x), _channels(dy)
+    count = x3.shape[0] * x3.shape[2]
+    dt = dy.dtype
+    centred = x3 - mean[:, None]
+    dbeta = _channel_sum(dy3)
+    dgamma = (inv_std * np.einsum("ncp,ncp->c", dy3, centred)).astype(dt, copy=False)
+    if count == 0:
+        return dy.copy(), dgamma, dbeta
+    # dx = k * (dy - dbeta / count - x_hat * dgamma / count) with k = gamma * inv_std
+    k = gamma * inv_std
+    dx = dy3 * k[:, None]
+    centred *= (-k * inv_std * dgamma / count)[:, None]
+    dx += centred
+    dx -= (k * dbeta / count)[:, None]
+    return dx.reshape(x.shape), dgamma, dbeta.astype(dt, copy=False)
 
 
 # -- pooling ----------------------------------------------------------------------------------------
