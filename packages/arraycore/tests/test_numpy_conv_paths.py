@@ -95,7 +95,59 @@ def test_batch_norm_matches_the_reference(shape, dtype) -> None:
 def test_batch_norm_errors_name_the_op() -> None:
     with pytest.raises(ValueError, match="batch_norm: gamma has shape"):
         fast.batch_norm(np.ones((2, 3)), np.ones(4), np.ones(3))
-    with pytest.raises(TypeError, match="batch_norm_backward: .*floating"):
+    with pytest.raises(TypeError, match=r"batch_norm_backward: .*floating"):
         fast.batch_norm_backward(
             np.ones((2, 3), int), np.ones((2, 3)), np.ones(3), np.ones(3), np.ones(3)
         )
+
+
+def _onednn():
+    from arraycore.backends import _onednn
+
+    if _onednn.library() is None:
+        pytest.skip(f"oneDNN accelerator: {_onednn.status()}")
+    return _onednn
+
+
+@pytest.mark.parametrize(("xs", "ws", "stride", "padding", "dilation"), CASES)
+def test_onednn_float32_matches_the_reference(xs, ws, stride, padding, dilation) -> None:
+    onednn = _onednn()
+    xp = arraycore.namespace("numpy")
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=xs), rng.normal(size=ws)
+    kw = {"stride": stride, "padding": padding, "dilation": dilation}
+    y64 = _nn.conv2d(xp, x, w, **kw)
+    x32, w32 = x.astype(np.float32), w.astype(np.float32)
+    win = fast.conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
+    assert onednn.conv_plan(win, ws[0], np.dtype("float32")) is not None
+    y = fast.conv2d(x32, w32, **kw)
+    assert y.dtype == np.float32
+    np.testing.assert_allclose(y, y64, rtol=1e-4, atol=1e-4)
+    dy = rng.normal(size=y.shape)
+    dx = fast.conv2d_backward_data(dy.astype(np.float32), w32, xs, **kw)
+    np.testing.assert_allclose(
+        dx, _nn.conv2d_backward_data(xp, dy, w, xs, **kw), rtol=1e-4, atol=1e-4
+    )
+    dw = fast.conv2d_backward_filter(x32, dy.astype(np.float32), ws, **kw)
+    want = _nn.conv2d_backward_filter(xp, x, dy, ws, **kw)
+    np.testing.assert_allclose(dw, want, rtol=1e-4, atol=1e-3)
+
+
+def test_onednn_takes_strided_views_and_can_be_switched_off(monkeypatch) -> None:
+    onednn = _onednn()
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(4, 6, 10, 10)).astype(np.float32)[:, ::2]  # a non-contiguous view
+    w = rng.normal(size=(5, 3, 3, 3)).astype(np.float32)
+    y = fast.conv2d(x, w, padding=1)
+    monkeypatch.setattr(onednn, "conv_plan", lambda *args: None)
+    np.testing.assert_allclose(y, fast.conv2d(x, w, padding=1), rtol=1e-4, atol=1e-4)
+
+
+def test_onednn_off_by_environment() -> None:
+    import subprocess
+    import sys
+
+    code = "from arraycore.backends import _onednn; print(_onednn.status())"
+    env = {**__import__("os").environ, "ARRAYCORE_ONEDNN": "0"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.stdout.strip() == "off (ARRAYCORE_ONEDNN=0)", out

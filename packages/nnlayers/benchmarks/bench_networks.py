@@ -21,8 +21,9 @@ network and each thread count (``--threads``, default one thread and every core)
    and temporaries count alike for NumPy's and torch's allocators (the batch does not).
 5. **GEMM.** The machine's GEMM peak (a 2048x2048 float32 matmul, best of five, at the same
    thread count) and, for nnlayers on NumPy, the share of the step spent inside BLAS calls and
-   the GFLOP/s those calls reached (every ``numpy.matmul``/``dot``/``tensordot`` timed and its
-   flops counted, in a separate profiled run). "step GFLOP/s" is the network's GEMM work (from
+   oneDNN convolutions and the GFLOP/s they reached (every ``numpy.matmul``/``dot``/
+   ``tensordot`` and oneDNN convolution pass timed and its flops counted, in a separate
+   profiled run). "step GFLOP/s" is the network's GEMM work (from
    the shapes; convolutions as their im2col GEMMs) over the median step, for both libraries: the
    distance to the machine's peak is what any implementation could still gain.
 
@@ -58,6 +59,7 @@ from bench_report import CUDA_NN, CUDA_TORCH, fmt_ms, machine, ratio, write_docs
 from bench_training import Impl, time_case  # noqa: E402
 
 import arraycore  # noqa: E402
+from arraycore.backends import _onednn as onednn  # noqa: E402
 
 MARKERS = ("<!-- networks:start -->", "<!-- networks:end -->")
 TRAIN_STEPS = 12
@@ -73,21 +75,14 @@ else:
 
 
 # -- threads --------------------------------------------------------------------------------------
-_LIMITS: Any = None
-
-
 def set_threads(n: int) -> str:
-    """BLAS/OpenMP pools (threadpoolctl) and torch's intra-op pool to ``n`` threads."""
-    global _LIMITS
-    try:
-        from threadpoolctl import threadpool_info, threadpool_limits
-    except ImportError:
-        pools = "threadpoolctl missing: BLAS threads not limited"
-    else:
-        _LIMITS = threadpool_limits(limits=n)
-        pools = ", ".join(
-            sorted({f"{i['internal_api']} ({i['num_threads']})" for i in threadpool_info()})
-        )
+    """BLAS/OpenMP pools (``arraycore.set_threads``, oneDNN's loaded first so that its OpenMP
+    pool is among them) and torch's intra-op pool to ``n`` threads."""
+    onednn.library()
+    arraycore.set_threads(n)
+    pools = ", ".join(
+        sorted({f"{p['internal_api']} ({p['num_threads']})" for p in arraycore.thread_info()})
+    )
     if torch is not None:
         torch.set_num_threads(n)
         pools += f", torch ({torch.get_num_threads()})"
@@ -177,20 +172,45 @@ class GemmProfile:
 
         return timed
 
+    @staticmethod
+    def _conv_flops(plan: Any) -> float:
+        n, c, _, _ = plan.xshape
+        o, _, kh, kw = plan.wshape
+        return 2.0 * n * o * c * kh * kw * plan.yshape[2] * plan.yshape[3]
+
+    def _wrap_conv(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def timed(plan: Any, *args: Any) -> Any:
+            t0 = time.perf_counter()
+            out = fn(plan, *args)
+            self.seconds += time.perf_counter() - t0
+            self.flops += self._conv_flops(plan)
+            self.calls += 1
+            return out
+
+        return timed
+
     @contextlib.contextmanager
     def active(self) -> Iterator[GemmProfile]:
-        """Wrap the functions in ``numpy`` (the backend's kernels call them there) and where the
-        NumPy namespace binds them directly (its ``matmul`` is ``numpy.matmul`` itself)."""
+        """Wrap the functions in ``numpy`` (the backend's kernels call them there), where the
+        NumPy namespace binds them directly (its ``matmul`` is ``numpy.matmul`` itself), and
+        the oneDNN convolution passes (counted as the GEMMs they replace)."""
         xp = arraycore.namespace("numpy")
         saved = [(np, name, getattr(np, name)) for name in self.NAMES]
         saved += [(xp, name, getattr(xp, name)) for name in self.NAMES if hasattr(xp, name)]
+        convs = ("forward", "backward_data", "backward_filter")
+        saved_convs = [(name, getattr(onednn.ConvPlan, name)) for name in convs]
         try:
             for owner, name, fn in saved:
                 setattr(owner, name, self._wrap(name, fn))
+            for name, fn in saved_convs:
+                setattr(onednn.ConvPlan, name, self._wrap_conv(fn))
             yield self
         finally:
             for owner, name, fn in saved:
                 setattr(owner, name, fn)
+            for name, fn in saved_convs:
+                setattr(onednn.ConvPlan, name, fn)
 
 
 def gemm_share(case: networks.Case, steps: int = 6) -> dict[str, float]:
@@ -364,7 +384,7 @@ def table(rows: list[dict[str, Any]], names: list[str]) -> str:
     if CUDA_NN in names and CUDA_TORCH in names:
         head.append(f"{CUDA_NN} / {CUDA_TORCH}")
     head += ["peak MB nnlayers", "peak MB PyTorch", "memory ratio"]
-    head += ["nnlayers GEMM share", "nnlayers GEMM GFLOP/s", "step GFLOP/s nnlayers"]
+    head += ["nnlayers GEMM+conv share", "its GFLOP/s", "step GFLOP/s nnlayers"]
     head += ["step GFLOP/s PyTorch"]
     lines = [head, ["---"] * len(head)]
     for row in rows:
@@ -393,7 +413,7 @@ def table(rows: list[dict[str, Any]], names: list[str]) -> str:
 def report(info: dict[str, str], runs: list[dict[str, Any]], notes: list[str]) -> str:
     lines = [
         f"Measured {info['date']} on {info['cpu']}; Python {info['python']}, {info['numpy']}, "
-        f"{info['torch']}.",
+        f"{info['torch']}. NumPy backend's float32 convolutions: {info['onednn']}.",
         "",
         "Median training step (forward, backward, optimiser update), float32, nnlayers on the "
         "NumPy backend against PyTorch CPU from the same weights, timed round-robin in one run. "
@@ -458,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.benchmark = True
         notes.append("GPU: TF32 off in torch (matmul and cuDNN) and in CuPy unless CUPY_TF32 > 0.")
     info = machine(f"torch {torch.__version__}" if torch is not None else TORCH_NOTE)
-    print(f"{info['cpu']} | {info['numpy']} | {info['torch']}", flush=True)
+    info["onednn"] = onednn.status()
+    print(f"{info['cpu']} | {info['numpy']} | {info['torch']} | {info['onednn']}", flush=True)
 
     set_threads(1)
     for case in cases:

@@ -4,6 +4,7 @@ gradient), written against the namespace ``xp`` like the rest of :mod:`arraycore
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ._nn import Array, Namespace, check_float
 
@@ -22,10 +23,9 @@ def batch_norm_axes(op: str, x: Array, **per_channel: Array) -> tuple[tuple[int,
     return ((0,) if len(shape) == 2 else (0, 2, 3)), c
 
 
-def check_batch_norm(
-    xp: Namespace, x: Array, gamma: Array, beta: Array, eps: float
-) -> tuple[int, ...]:
-    """The checks of :func:`batch_norm` (shapes, dtypes, eps > 0); returns the reduced axes."""
+def check_batch_norm(xp: Any, x: Array, gamma: Array, beta: Array, eps: float) -> tuple[int, ...]:
+    """The checks of :func:`batch_norm` (shapes, dtypes, eps > 0); returns the reduced axes.
+    ``xp``: the namespace, or an ``isdtype`` function (a backend's own kernels pass NumPy's)."""
     op = "batch_norm"
     axes, _ = batch_norm_axes(op, x, gamma=gamma, beta=beta)
     check_float(op, xp, x=x, gamma=gamma, beta=beta)
@@ -35,7 +35,7 @@ def check_batch_norm(
 
 
 def check_batch_norm_backward(
-    xp: Namespace, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+    xp: Any, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
 ) -> tuple[int, ...]:
     """The checks of :func:`batch_norm_backward`; returns the reduced axes."""
     op = "batch_norm_backward"

@@ -106,6 +106,16 @@ def _limited(n: int) -> Iterator[None]:
         _explicit = outer
 
 
+def reapply() -> None:
+    """Give pools loaded since the last setting (a library arraycore loads lazily, such as
+    oneDNN's OpenMP runtime) the count in force: the :func:`set_threads` or :func:`threads`
+    one, else ``ARRAYCORE_NUM_THREADS``; nothing when neither is set."""
+    if _explicit is not None:
+        _threadpoolctl().threadpool_limits(limits=_explicit[0])
+    else:
+        apply_environment()
+
+
 def thread_info() -> list[dict[str, Any]]:
     """The BLAS and OpenMP thread pools loaded in this process, one dict each.
 

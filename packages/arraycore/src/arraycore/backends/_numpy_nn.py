@@ -46,6 +46,7 @@ from ..nn_shapes import (
     conv_window,
     pool_window,
 )
+from . import _onednn
 
 __all__ = [
     "conv2d",
@@ -228,6 +229,9 @@ def conv2d(
     win = conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
     _nn.check_float("conv2d", np.isdtype, x=x, w=w)
     o, k = w.shape[0], win.c * win.kh * win.kw
+    plan = _onednn.conv_plan(win, o, x.dtype, w.dtype)
+    if plan is not None:
+        return plan.forward(x, w)
     y: np.ndarray
     if _batch_inner(win):
         # one GEMM over every image's positions, then one copy back to NCHW
@@ -252,6 +256,9 @@ def conv2d_backward_data(
     win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
     check_output_shape(op, "dy", dy.shape, win, w.shape[0])
     _nn.check_float(op, np.isdtype, dy=dy, w=w)
+    plan = _onednn.conv_plan(win, w.shape[0], dy.dtype, w.dtype)
+    if plan is not None:
+        return plan.backward_data(dy, w)
     dx = None if _batch_inner(win) else _data_grad_as_conv(dy, w, win)
     return _col2im(w, dy, win) if dx is None else dx
 
@@ -271,6 +278,9 @@ def conv2d_backward_filter(
     o = int(w_shape[0])
     check_output_shape(op, "dy", dy.shape, win, o)
     _nn.check_float(op, np.isdtype, x=x, dy=dy)
+    plan = _onednn.conv_plan(win, o, x.dtype, dy.dtype)
+    if plan is not None:
+        return plan.backward_filter(x, dy)
     k, positions = win.c * win.kh * win.kw, win.out_h * win.out_w
     dy3 = dy.reshape(win.n, o, positions)
     dw: np.ndarray
@@ -313,7 +323,8 @@ def _channels(x: np.ndarray) -> np.ndarray:
 
 def _channel_sum(a3: np.ndarray) -> np.ndarray:
     """Per-channel sums of ``(N, C, P)``: the contiguous axis first, then the batch."""
-    return a3.sum(axis=2).sum(axis=0)
+    sums: np.ndarray = a3.sum(axis=2).sum(axis=0)
+    return sums
 
 
 def batch_norm(

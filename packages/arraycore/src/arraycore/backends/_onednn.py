@@ -1,0 +1,366 @@
+"""oneDNN convolutions for the NumPy backend: an optional accelerator, through ctypes.
+
+``pip install "arraycore[onednn]"`` installs oneDNN's CPU library (the ``onednn-cpu-gomp``
+wheel: ``libdnnl.so.3``, oneDNN 3.2 with GNU OpenMP threads, under ``sys.prefix/lib``); the
+NumPy backend's float32 ``conv2d``, ``conv2d_backward_data`` and ``conv2d_backward_filter`` then
+run oneDNN's direct convolution kernels, the ones PyTorch's CPU convolutions run, instead of
+im2col + BLAS. Without the library, for other dtypes, or with ``ARRAYCORE_ONEDNN=0``, the NumPy
+kernels of :mod:`arraycore.backends._numpy_nn` run as before: they stay the readable reference
+and the fallback. ``ARRAYCORE_ONEDNN_LIBRARY`` names another ``libdnnl.so.3``.
+
+How: one *plan* per convolution geometry (shapes, stride, padding, dilation), made on first use
+and cached: oneDNN primitives for forward (training), backward data and backward weights, each
+created with ``format_tag_any`` so oneDNN picks its blocked layouts, plus reorders between
+those and NCHW/OIHW, and memory objects re-pointed at the NumPy arrays of each call (no
+copies beyond the reorders). Enum values and prototypes are those of oneDNN's public headers
+(``include/oneapi/dnnl/dnnl.h``, ``dnnl_types.h``), identical in v3.2 and v3.13, the C ABI of
+major version 3.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import sys
+import threading
+from collections import OrderedDict
+from ctypes import POINTER, Structure, byref, c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
+from typing import Any
+
+import numpy as np
+
+_SUCCESS = 0
+_F32 = 3
+_CPU = 1
+_TAG_ANY = 1
+_TAG_X = 2  # a
+_TAG_ABCD = 5  # nchw, oihw
+_FORWARD_TRAINING = 64
+_CONV_DIRECT = 1
+_Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, 133, 134
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41
+_ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
+_STREAM_DEFAULT = 1
+_MAX_NDIMS = 12
+_Dims = c_int64 * _MAX_NDIMS
+
+
+class _ExecArg(Structure):
+    _fields_ = [("arg", c_int), ("memory", c_void_p)]
+
+
+class _Version(Structure):
+    _fields_ = [
+        ("major", c_int),
+        ("minor", c_int),
+        ("patch", c_int),
+        ("hash", c_char_p),
+        ("cpu_runtime", c_uint),
+        ("gpu_runtime", c_uint),
+    ]
+
+
+class OneDNNError(RuntimeError):
+    """A oneDNN call failed (its status code named)."""
+
+
+_STATUS = {1: "out of memory", 2: "invalid arguments", 3: "unimplemented", 5: "runtime error"}
+
+
+def _check(status: int, func: Any, args: Any) -> int:
+    if status != _SUCCESS:
+        raise OneDNNError(f"oneDNN {func.__name__}: status {status} ({_STATUS.get(status, '?')})")
+    return status
+
+
+_P = c_void_p
+_SIGNATURES: dict[str, list[Any]] = {
+    "dnnl_engine_create": [POINTER(_P), c_int, c_size_t],
+    "dnnl_stream_create": [POINTER(_P), _P, c_uint],
+    "dnnl_stream_wait": [_P],
+    "dnnl_memory_desc_create_with_tag": [POINTER(_P), c_int, _Dims, c_int, c_int],
+    "dnnl_memory_create": [POINTER(_P), _P, _P, _P],
+    "dnnl_memory_set_data_handle": [_P, _P],
+    "dnnl_memory_destroy": [_P],
+    "dnnl_convolution_forward_primitive_desc_create": [
+        POINTER(_P), _P, c_int, c_int, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P,
+    ],
+    "dnnl_convolution_backward_data_primitive_desc_create": [
+        POINTER(_P), _P, c_int, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P,
+    ],
+    "dnnl_convolution_backward_weights_primitive_desc_create": [
+        POINTER(_P), _P, c_int, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P,
+    ],
+    "dnnl_reorder_primitive_desc_create": [POINTER(_P), _P, _P, _P, _P, _P],
+    "dnnl_primitive_create": [POINTER(_P), _P],
+    "dnnl_primitive_execute": [_P, _P, c_int, POINTER(_ExecArg)],
+}  # fmt: skip
+
+
+class _Library:
+    """The loaded ``libdnnl.so.3`` with its prototypes, one CPU engine and one stream."""
+
+    def __init__(self, path: str) -> None:
+        lib = ctypes.CDLL(path)
+        for name, argtypes in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype, fn.errcheck = argtypes, c_int, _check
+        lib.dnnl_primitive_desc_query_md.argtypes = [_P, c_int, c_int]
+        lib.dnnl_primitive_desc_query_md.restype = _P
+        lib.dnnl_memory_desc_get_size.argtypes = [_P]
+        lib.dnnl_memory_desc_get_size.restype = c_size_t
+        lib.dnnl_memory_desc_equal.argtypes = [_P, _P]
+        lib.dnnl_memory_desc_equal.restype = c_int
+        lib.dnnl_version.argtypes = []
+        lib.dnnl_version.restype = POINTER(_Version)
+        version = lib.dnnl_version().contents
+        if version.major != 3:
+            raise OSError(f"{path} is oneDNN {version.major}.{version.minor}; arraycore needs 3.x")
+        self.lib = lib
+        self.path = path
+        self.version = f"oneDNN {version.major}.{version.minor}.{version.patch}"
+        self.engine, self.stream = c_void_p(), c_void_p()
+        lib.dnnl_engine_create(byref(self.engine), _CPU, 0)
+        lib.dnnl_stream_create(byref(self.stream), self.engine, _STREAM_DEFAULT)
+
+
+def _candidates() -> list[str]:
+    named = os.environ.get("ARRAYCORE_ONEDNN_LIBRARY", "").strip()
+    if named:
+        return [named]
+    found = ctypes.util.find_library("dnnl")
+    return [os.path.join(sys.prefix, "lib", "libdnnl.so.3")] + ([found] if found else [])
+
+
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}
+
+
+def library() -> _Library | None:
+    """The loaded library, or ``None`` (then :func:`status` says why); loaded once."""
+    with _LOCK:
+        if "lib" not in _STATE:
+            _STATE["lib"], _STATE["why"] = _load()
+        return _STATE["lib"]  # type: ignore[no-any-return]
+
+
+def _load() -> tuple[_Library | None, str]:
+    if os.environ.get("ARRAYCORE_ONEDNN", "").strip() == "0":
+        return None, "off (ARRAYCORE_ONEDNN=0)"
+    errors = []
+    for path in _candidates():
+        if not os.path.exists(path) and os.sep in path:
+            errors.append(f"{path}: not found")
+            continue
+        try:
+            lib = _Library(path)
+        except (OSError, AttributeError, OneDNNError) as exc:
+            errors.append(f"{path}: {exc}")
+            continue
+        from .. import _threads
+
+        _threads.reapply()  # its OpenMP pool gets the thread count in force
+        return lib, ""
+    hint = 'not installed (pip install "arraycore[onednn]")'
+    return None, hint + ("; " + "; ".join(errors) if errors else "")
+
+
+def status() -> str:
+    """One line for ``arraycore info``: the library in use, or why none is."""
+    lib = library()
+    return f"{lib.version} ({lib.path})" if lib is not None else str(_STATE["why"])
+
+
+def _dims(values: Any) -> Any:
+    d = _Dims()
+    for i, v in enumerate(values):
+        d[i] = int(v)
+    return d
+
+
+class _Memory:
+    """A oneDNN memory object re-pointed at NumPy buffers; ``own=True`` gives it a buffer of its
+    own (for a layout oneDNN picked)."""
+
+    def __init__(self, lib: _Library, md: Any, own: bool = False) -> None:
+        self.lib = lib
+        self.mem = c_void_p()
+        self.keep: np.ndarray | None = None
+        handle = 0
+        if own:
+            size = lib.lib.dnnl_memory_desc_get_size(md)
+            raw = np.empty(size + 64, np.uint8)
+            off = (-raw.ctypes.data) % 64
+            self.keep = raw[off : off + size]
+            handle = self.keep.ctypes.data
+        lib.lib.dnnl_memory_create(byref(self.mem), md, lib.engine, c_void_p(handle))
+        self.handle = handle
+
+    def point(self, array: np.ndarray) -> None:
+        ptr = array.ctypes.data
+        if ptr != self.handle:
+            self.lib.lib.dnnl_memory_set_data_handle(self.mem, c_void_p(ptr))
+            self.handle = ptr
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self.lib.lib.dnnl_memory_destroy(self.mem)
+
+
+class _Step:
+    """One primitive and its argument array, built once."""
+
+    def __init__(self, lib: _Library, pd: Any, args: list[tuple[int, _Memory]]) -> None:
+        self.lib = lib
+        self.prim = c_void_p()
+        lib.lib.dnnl_primitive_create(byref(self.prim), pd)
+        self.mems = [m for _, m in args]
+        self.args = (_ExecArg * len(args))(*[_ExecArg(a, m.mem) for a, m in args])
+
+    def __call__(self) -> None:
+        self.lib.lib.dnnl_primitive_execute(self.prim, self.lib.stream, len(self.mems), self.args)
+
+
+class ConvPlan:
+    """The three convolution passes of one geometry, NCHW float32 arrays in and out."""
+
+    def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        xshape, wshape, yshape, stride, pads, dilation = key
+        self.lib, self.lock = lib, threading.Lock()
+        self.xshape, self.wshape, self.yshape = xshape, wshape, yshape
+        L = lib.lib  # noqa: N806
+
+        def md(shape: tuple[int, ...], tag: int) -> Any:
+            out = c_void_p()
+            L.dnnl_memory_desc_create_with_tag(byref(out), len(shape), _dims(shape), _F32, tag)
+            return out
+
+        plain = {"x": md(xshape, _TAG_ABCD), "w": md(wshape, _TAG_ABCD), "y": md(yshape, _TAG_ABCD)}
+        want = {k: md(s, _TAG_ANY) for k, s in (("x", xshape), ("w", wshape), ("y", yshape))}
+        geometry = (
+            _dims(stride),
+            _dims((dilation[0] - 1, dilation[1] - 1)),  # oneDNN: 0 is dense
+            _dims((pads[0][0], pads[1][0])),
+            _dims((pads[0][1], pads[1][1])),
+        )
+        fwd, bwd_d, bwd_w = c_void_p(), c_void_p(), c_void_p()
+        L.dnnl_convolution_forward_primitive_desc_create(
+            byref(fwd), lib.engine, _FORWARD_TRAINING, _CONV_DIRECT,
+            want["x"], want["w"], None, want["y"], *geometry, None,
+        )  # fmt: skip
+        L.dnnl_convolution_backward_data_primitive_desc_create(
+            byref(bwd_d), lib.engine, _CONV_DIRECT, want["x"], want["w"], want["y"], *geometry,
+            fwd, None,
+        )  # fmt: skip
+        L.dnnl_convolution_backward_weights_primitive_desc_create(
+            byref(bwd_w), lib.engine, _CONV_DIRECT, want["x"], want["w"], None, want["y"],
+            *geometry, fwd, None,
+        )  # fmt: skip
+        self.user = {k: _Memory(lib, plain[k[-1]]) for k in ("x", "w", "y", "dx", "dw", "dy")}
+        self._pre: dict[str, list[_Step]] = {"fwd": [], "data": [], "filter": []}
+        self._post: dict[str, list[_Step]] = {"fwd": [], "data": [], "filter": []}
+
+        def operand(step: str, pd: Any, query: int, name: str, output: bool) -> _Memory:
+            chosen = L.dnnl_primitive_desc_query_md(pd, query, 0)
+            user, user_md = self.user[name], plain[name[-1]]
+            if L.dnnl_memory_desc_equal(chosen, user_md):
+                return user
+            inner = _Memory(lib, c_void_p(chosen), own=True)
+            src, dst = (inner, user) if output else (user, inner)
+            src_md, dst_md = (c_void_p(chosen), user_md) if output else (user_md, c_void_p(chosen))
+            reorder = c_void_p()
+            L.dnnl_reorder_primitive_desc_create(
+                byref(reorder), src_md, lib.engine, dst_md, lib.engine, None
+            )
+            (self._post if output else self._pre)[step].append(
+                _Step(lib, reorder, [(_ARG_SRC, src), (_ARG_DST, dst)])
+            )
+            return inner
+
+        self._steps = {
+            "fwd": _Step(lib, fwd, [
+                (_ARG_SRC, operand("fwd", fwd, _Q_SRC, "x", False)),
+                (_ARG_WEIGHTS, operand("fwd", fwd, _Q_WEIGHTS, "w", False)),
+                (_ARG_DST, operand("fwd", fwd, _Q_DST, "y", True)),
+            ]),
+            "data": _Step(lib, bwd_d, [
+                (_ARG_DIFF_DST, operand("data", bwd_d, _Q_DIFF_DST, "dy", False)),
+                (_ARG_WEIGHTS, operand("data", bwd_d, _Q_WEIGHTS, "w", False)),
+                (_ARG_DIFF_SRC, operand("data", bwd_d, _Q_DIFF_SRC, "dx", True)),
+            ]),
+            "filter": _Step(lib, bwd_w, [
+                (_ARG_SRC, operand("filter", bwd_w, _Q_SRC, "x", False)),
+                (_ARG_DIFF_DST, operand("filter", bwd_w, _Q_DIFF_DST, "dy", False)),
+                (_ARG_DIFF_WEIGHTS, operand("filter", bwd_w, _Q_DIFF_WEIGHTS, "dw", True)),
+            ]),
+        }  # fmt: skip
+
+    def _run(self, step: str, arrays: dict[str, np.ndarray]) -> None:
+        with self.lock:
+            for name, array in arrays.items():
+                self.user[name].point(array)
+            for r in self._pre[step]:
+                r()
+            self._steps[step]()
+            for r in self._post[step]:
+                r()
+            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+
+    def forward(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        y = np.empty(self.yshape, np.float32)
+        self._run("fwd", {"x": _c(x), "w": _c(w), "y": y})
+        return y
+
+    def backward_data(self, dy: np.ndarray, w: np.ndarray) -> np.ndarray:
+        dx = np.empty(self.xshape, np.float32)
+        self._run("data", {"dy": _c(dy), "w": _c(w), "dx": dx})
+        return dx
+
+    def backward_filter(self, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
+        dw = np.empty(self.wshape, np.float32)
+        self._run("filter", {"x": _c(x), "dy": _c(dy), "dw": dw})
+        return dw
+
+
+def _c(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=np.float32)
+
+
+#: Plans kept (least recently used dropped first): each holds oneDNN's kernels and the buffers
+#: of the layouts it picked, so a run with a few shapes (a last, smaller batch) keeps them all.
+_MAX_PLANS = 64
+_PLANS: OrderedDict[tuple[Any, ...], ConvPlan | None] = OrderedDict()
+
+
+def conv_plan(win: Any, out_channels: int, *dtypes: np.dtype) -> ConvPlan | None:
+    """The plan of a convolution window (:class:`arraycore.nn_shapes.Window2d`) with
+    ``out_channels`` filters, or ``None`` where oneDNN does not take it (no library, not all
+    float32, an empty array, a geometry oneDNN refuses)."""
+    if any(dt != np.float32 for dt in dtypes) or 0 in (win.n, win.c, win.out_h, win.out_w):
+        return None
+    key = (
+        (win.n, win.c, win.h, win.w),
+        (out_channels, win.c, win.kh, win.kw),
+        (win.n, out_channels, win.out_h, win.out_w),
+        tuple(win.stride),
+        tuple(tuple(p) for p in win.pads),
+        tuple(win.dilation),
+    )
+    with _LOCK:
+        if key in _PLANS:
+            _PLANS.move_to_end(key)
+            return _PLANS[key]
+    lib = library()
+    plan = None
+    if lib is not None:
+        try:
+            plan = ConvPlan(lib, key)
+        except OneDNNError:
+            plan = None  # oneDNN has no implementation for it: the NumPy kernels run
+    with _LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > _MAX_PLANS:
+            _PLANS.popitem(last=False)
+    return plan
