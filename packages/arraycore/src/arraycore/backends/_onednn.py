@@ -99,11 +99,26 @@ _SIGNATURES: dict[str, list[Any]] = {
 }  # fmt: skip
 
 
+def _open(path: str) -> ctypes.CDLL:
+    """``dlopen`` the library with GNU OpenMP's idle threads sleeping (``OMP_WAIT_POLICY``
+    ``PASSIVE``, unless the user chose a policy): OpenMP's default spins its threads after each
+    parallel region, and between oneDNN's convolutions and OpenBLAS's GEMMs the two pools' idle
+    threads then take the cores from each other (a 2-thread convolution measured 8x slower).
+    libgomp reads the variable when it is loaded, so it is set only for that moment."""
+    if "OMP_WAIT_POLICY" in os.environ:
+        return ctypes.CDLL(path)
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        return ctypes.CDLL(path)
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
+
+
 class _Library:
     """The loaded ``libdnnl.so.3`` with its prototypes, one CPU engine and one stream."""
 
     def __init__(self, path: str) -> None:
-        lib = ctypes.CDLL(path)
+        lib = _open(path)
         for name, argtypes in _SIGNATURES.items():
             fn = getattr(lib, name)
             fn.argtypes, fn.restype, fn.errcheck = argtypes, c_int, _check
