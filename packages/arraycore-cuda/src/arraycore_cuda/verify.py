@@ -394,24 +394,30 @@ def stage_demo(ctx: core.Context, timeout: float) -> core.Result:
     return {"status": "passed" if ok else "failed", "summary": summary, "runs": found}
 
 
-def stage_bench(ctx: core.Context, timeout: float) -> core.Result:
-    """nnlayers[cuda] against PyTorch on the same GPU: ratios of median step times."""
-    script = core.repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_training.py")
+def _run_bench(
+    ctx: core.Context,
+    timeout: float,
+    stage: str,
+    script_name: str,
+    args: list[str],
+    rows: Callable[[Any], list[tuple[str, dict[str, float]]]],
+) -> core.Result:
+    """Run one benchmark script on the cuda backend with ``--json``; the result holds the
+    nnlayers[cuda] / PyTorch[cuda] ratio of each ``(name, medians)`` that ``rows`` reads."""
+    script = core.repo_path(ctx, "packages", "nnlayers", "benchmarks", script_name)
     if script is None:
         return core.no_checkout("packages/nnlayers/benchmarks")
-    result = ctx.out / "bench.json"
+    result = ctx.out / f"{stage}.json"
     result.unlink(missing_ok=True)
-    budget = "1" if ctx.quick else "6"
-    cmd = [ctx.python, str(script), "--budget", budget, "--only", "mlp,lenet,small,memory"]
-    run = ctx.run("bench", [*cmd, "--json", str(result)], timeout, ARRAYCORE_BACKEND="cuda")
+    cmd = [ctx.python, str(script), *args, "--json", str(result)]
+    run = ctx.run(stage, cmd, timeout, ARRAYCORE_BACKEND="cuda")
     if not result.is_file():
         return core.outcome(run, False, f"no results written: {core.tail(run.output, 5)}")
     data = json.loads(result.read_text(encoding="utf-8"))
     ratios = {}
-    for case in data["cases"]:
-        times = case["median_seconds"]
+    for name, times in rows(data):
         if times.get("nnlayers[cuda]") and times.get("PyTorch[cuda]"):
-            ratios[case["name"]] = round(times["nnlayers[cuda]"] / times["PyTorch[cuda]"], 3)
+            ratios[name] = round(times["nnlayers[cuda]"] / times["PyTorch[cuda]"], 3)
     if not ratios:
         return core.outcome(
             run, False, "no nnlayers[cuda] / PyTorch[cuda] pair was timed", bench=data
@@ -420,37 +426,33 @@ def stage_bench(ctx: core.Context, timeout: float) -> core.Result:
     met = all(ratio <= BENCH_TARGET for ratio in ratios.values())
     summary += f" (target <= {BENCH_TARGET}x: {'met' if met else 'NOT met'})"
     return core.outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
+
+
+def stage_bench(ctx: core.Context, timeout: float) -> core.Result:
+    """nnlayers[cuda] against PyTorch on the same GPU: ratios of median step times."""
+    args = ["--budget", "1" if ctx.quick else "6", "--only", "mlp,lenet,small,memory"]
+    return _run_bench(
+        ctx,
+        timeout,
+        "bench",
+        "bench_training.py",
+        args,
+        lambda data: [(case["name"], case["median_seconds"]) for case in data["cases"]],
+    )
 
 
 def stage_bench_networks(ctx: core.Context, timeout: float) -> core.Result:
     """The realistic suite (VGG-BN, ResNet-style, LSTM, GRU, transformer block) on the GPU:
     nnlayers[cuda] against PyTorch[cuda], every CPU core for the CPU columns."""
-    script = core.repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_networks.py")
-    if script is None:
-        return core.no_checkout("packages/nnlayers/benchmarks")
-    result = ctx.out / "bench-networks.json"
-    result.unlink(missing_ok=True)
-    budget = "1" if ctx.quick else "4"
-    cmd = [ctx.python, str(script), "--budget", budget, "--threads", "all"]
-    run = ctx.run(
-        "bench-networks", [*cmd, "--json", str(result)], timeout, ARRAYCORE_BACKEND="cuda"
+    args = ["--budget", "1" if ctx.quick else "4", "--threads", "all"]
+    return _run_bench(
+        ctx,
+        timeout,
+        "bench-networks",
+        "bench_networks.py",
+        args,
+        lambda data: [(row["key"], row["median"]) for row in data["runs"][-1]["rows"]],
     )
-    if not result.is_file():
-        return core.outcome(run, False, f"no results written: {core.tail(run.output, 5)}")
-    data = json.loads(result.read_text(encoding="utf-8"))
-    ratios = {}
-    for row in data["runs"][-1]["rows"]:
-        times = row["median"]
-        if times.get("nnlayers[cuda]") and times.get("PyTorch[cuda]"):
-            ratios[row["key"]] = round(times["nnlayers[cuda]"] / times["PyTorch[cuda]"], 3)
-    if not ratios:
-        return core.outcome(
-            run, False, "no nnlayers[cuda] / PyTorch[cuda] pair was timed", bench=data
-        )
-    summary = "; ".join(f"{name} {ratio:.2f}x" for name, ratio in ratios.items())
-    met = all(ratio <= BENCH_TARGET for ratio in ratios.values())
-    summary += f" (target <= {BENCH_TARGET}x: {'met' if met else 'NOT met'})"
-    return core.outcome(run, run.rc == 0, summary, ratios=ratios, target_met=met, bench=data)
 
 
 STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
