@@ -31,7 +31,7 @@ tie-breaking. What each one does differently, and why:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -121,45 +121,40 @@ def _im2col_t(x: np.ndarray, win: Window2d) -> np.ndarray:
 _CHUNK_BYTES = 1 << 21
 
 
-def _chunks(win: Window2d, itemsize: int) -> int:
-    """Images per im2col chunk."""
-    per_image = win.c * win.kh * win.kw * win.out_h * win.out_w * itemsize
-    return max(1, min(win.n, _CHUNK_BYTES // max(per_image, 1)))
-
-
-def _conv_chunked(x: np.ndarray, w: np.ndarray, win: Window2d) -> np.ndarray:
-    """``conv2d`` as im2col + GEMM, a chunk of images at a time into one reused buffer."""
-    o, k, positions = w.shape[0], win.c * win.kh * win.kw, win.out_h * win.out_w
-    dtype = np.result_type(x, w)
-    group = _chunks(win, dtype.itemsize)
+def _column_chunks(
+    x: np.ndarray, win: Window2d, dtype: np.dtype[Any]
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """The im2col columns a chunk of whole images at a time, ``(images, K, positions)``, built
+    into one reused buffer of about ``_CHUNK_BYTES``; yields the images' slice with them."""
+    k, positions = win.c * win.kh * win.kw, win.out_h * win.out_w
+    group = max(1, min(win.n, _CHUNK_BYTES // max(k * positions * dtype.itemsize, 1)))
     windows = _windows(x, win).transpose(0, 1, 4, 5, 2, 3)  # (N, C, KH, KW, out_h, out_w)
     cols = np.empty((group, win.c, win.kh, win.kw, win.out_h, win.out_w), dtype=dtype)
-    w2 = w.reshape(o, k).astype(dtype, copy=False)
-    y = np.empty((win.n, o, positions), dtype=dtype)
     for n0 in range(0, win.n, group):
         g = min(group, win.n - n0)
         np.copyto(cols[:g], windows[n0 : n0 + g])
-        np.matmul(w2, cols[:g].reshape(g, k, positions), out=y[n0 : n0 + g])
+        yield slice(n0, n0 + g), cols[:g].reshape(g, k, positions)
+
+
+def _conv_chunked(x: np.ndarray, w: np.ndarray, win: Window2d) -> np.ndarray:
+    """``conv2d`` as im2col + GEMM, a chunk of images at a time (:func:`_column_chunks`)."""
+    o, k = w.shape[0], win.c * win.kh * win.kw
+    dtype = np.result_type(x, w)
+    w2 = w.reshape(o, k).astype(dtype, copy=False)
+    y = np.empty((win.n, o, win.out_h * win.out_w), dtype=dtype)
+    for images, cols in _column_chunks(x, win, dtype):
+        np.matmul(w2, cols, out=y[images])
     return y.reshape(win.n, o, win.out_h, win.out_w)
 
 
 def _filter_grad_chunked(x: np.ndarray, dy: np.ndarray, win: Window2d) -> np.ndarray:
     """``dw (O, K)``: per chunk of images, their columns times their ``dy``, summed."""
-    o, k, positions = dy.shape[1], win.c * win.kh * win.kw, win.out_h * win.out_w
+    o = dy.shape[1]
     dtype = np.result_type(x, dy)
-    group = _chunks(win, dtype.itemsize)
-    windows = _windows(x, win).transpose(0, 1, 4, 5, 2, 3)
-    cols = np.empty((group, win.c, win.kh, win.kw, win.out_h, win.out_w), dtype=dtype)
-    dy3 = dy.reshape(win.n, o, positions)
-    dw = np.zeros((o, k), dtype=dtype)
-    part = np.empty((group, o, k), dtype=dtype)
-    for n0 in range(0, win.n, group):
-        g = min(group, win.n - n0)
-        np.copyto(cols[:g], windows[n0 : n0 + g])
-        np.matmul(
-            dy3[n0 : n0 + g], cols[:g].reshape(g, k, positions).transpose(0, 2, 1), out=part[:g]
-        )
-        dw += part[:g].sum(axis=0)
+    dy3 = dy.reshape(win.n, o, win.out_h * win.out_w)
+    dw = np.zeros((o, win.c * win.kh * win.kw), dtype=dtype)
+    for images, cols in _column_chunks(x, win, dtype):
+        dw += np.matmul(dy3[images], cols.transpose(0, 2, 1)).sum(axis=0)
     return dw
 
 

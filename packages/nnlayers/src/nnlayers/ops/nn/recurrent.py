@@ -75,10 +75,15 @@ def _c_order(xp: ArrayNamespace, a: Any) -> Any:
     return xp.reshape(xp.reshape(a, (-1,)), a.shape)
 
 
-def _gate_constants(xp: ArrayNamespace, blocks: list[bool], hidden: int, dtype: Any) -> Any:
-    """``scale`` per gate column: 0.5 for a sigmoid block, 1 for a tanh block."""
-    parts = [xp.full((hidden,), 0.5 if sig else 1.0, dtype=dtype) for sig in blocks]
-    return xp.concat(parts)
+def _per_gate(xp: ArrayNamespace, values: tuple[float, ...], hidden: int, dtype: Any) -> Any:
+    """A ``(len(values) * hidden,)`` vector: ``values[k]`` over gate block ``k``'s columns."""
+    return xp.concat([xp.full((hidden,), v, dtype=dtype) for v in values])
+
+
+#: LSTM gates i, f, g, o: sigmoid(z) = 0.5 * tanh(0.5 z) + 0.5 on i, f, o; tanh(z) on g
+_LSTM_SCALE, _LSTM_SHIFT = (0.5, 0.5, 1.0, 0.5), (0.5, 0.5, 0.0, 0.5)
+#: the gates' derivatives as g * (ones - g): s * (1 - s) for the sigmoids, -g^2 (plus 1) for g
+_LSTM_ONES = (1.0, 1.0, 0.0, 1.0)
 
 
 class LSTMSequence(Op):
@@ -107,9 +112,8 @@ class LSTMSequence(Op):
         out = xp.empty((2, n, t_len, hidden), dtype=xw.dtype)
         gates = xp.empty((n, t_len, g4), dtype=xw.dtype)
         tanh_c = xp.empty((n, t_len, hidden), dtype=xw.dtype)
-        scale = _gate_constants(xp, [True, True, False, True], hidden, xw.dtype)
-        shift = scale * 1.0
-        shift[2 * hidden : 3 * hidden] = 0.0
+        scale = _per_gate(xp, _LSTM_SCALE, hidden, xw.dtype)
+        shift = _per_gate(xp, _LSTM_SHIFT, hidden, xw.dtype)
         h, c = state if state else (None, None)
         for t in range(t_len):
             z = xw[:, t] * scale if h is None else (xp.matmul(h, u) + xw[:, t]) * scale
@@ -149,8 +153,7 @@ class LSTMSequence(Op):
         else:
             dz[:, 0, blk[1]] = 0.0
         # the gates' derivatives: s * (1 - s) on the sigmoid blocks, 1 - g^2 on the g block
-        ones = xp.concat([xp.full((hidden,), v, dtype=gates.dtype) for v in (1.0, 1.0, 0.0, 1.0)])
-        deriv = gates * (ones - gates)
+        deriv = gates * (_per_gate(xp, _LSTM_ONES, hidden, gates.dtype) - gates)
         deriv[:, :, blk[2]] = deriv[:, :, blk[2]] + 1.0
         dz *= deriv
         # dc's own factor from h_t = o * tanh(c_t): o * (1 - tanh(c)^2)
