@@ -14,7 +14,9 @@ network and each thread count (``--threads``, default one thread and every core)
 2. **Same numbers.** nnlayers and PyTorch start from the same weights (copied by name) and their
    first three losses on the same batches must agree (float32, rtol 2e-3; other backends 2e-2).
 3. **Time.** Median step of round-robin blocks (``bench_training.time_case``), so the load of a
-   shared machine hits every implementation alike; the ratio is within the one run.
+   shared machine hits every implementation alike; the ratio is within the one run. With more
+   than one thread each block starts after a pause and an untimed step, so that neither
+   library's idle spinning threads (OpenBLAS's, OpenMP's) slow the other's block.
 4. **Memory.** Peak resident memory of one step (after two), each implementation in a fresh
    subprocess: the kernel's high-water mark (``VmHWM``, reset through ``/proc/self/clear_refs``)
    less the resident size before the model was built, so parameters, optimiser state, gradients
@@ -64,6 +66,9 @@ from arraycore.backends import _onednn as onednn  # noqa: E402
 MARKERS = ("<!-- networks:start -->", "<!-- networks:end -->")
 TRAIN_STEPS = 12
 GPU_WARMUP = 10
+#: Pause before each timed block with more than one thread (``bench_training.time_case``): longer
+#: than OpenBLAS's threads spin after a call (2^28 cycles, about 0.1 s).
+SETTLE = 0.15
 
 try:
     import torch
@@ -498,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             impls = build_impls(case, extra, torch_cuda)
             names = [impl.name for impl in impls]
             check_agreement(case, impls)
-            time_case(case, impls, budget)  # type: ignore[arg-type]
+            time_case(case, impls, budget, SETTLE if threads > 1 else 0.0)  # type: ignore[arg-type]
             memory = {n: peak_memory(case.key, n, threads) for n in ("nnlayers", "PyTorch")}
             if torch is None:
                 memory.pop("PyTorch")

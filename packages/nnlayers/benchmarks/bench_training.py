@@ -263,13 +263,19 @@ def check_agreement(case: Case, impls: list[Impl], steps: int = 3) -> None:
             raise SystemExit(f"{case.name}: {name} losses {got} differ from NumPy's {ref}")
 
 
-def time_case(case: Case, impls: list[Impl], budget: float) -> None:
+def time_case(case: Case, impls: list[Impl], budget: float, settle: float = 0.0) -> None:
     """Round-robin timing: each round times one block of steps of every implementation.
 
     A block is timed from before its first step to after ``sync`` of its last (a device
     synchronisation for the GPU implementations), and its time over its step count is one
     sample. Implementations of one ``group`` share a block size (without a GPU there is one
     group, so one block size for all, as before).
+
+    ``settle`` (seconds; use it with more than one thread): before each block, sleep that long
+    and run one untimed step, so that each block is timed as a user of that library alone sees
+    it. Idle worker threads spin after a call (OpenBLAS's for about 0.1 s, OpenMP's for a
+    while): without the pause the previous implementation's spinning threads take the cores
+    from the next one's, and the ratio measures which library spins longer.
     """
     for impl in impls:  # GPU: kernels compiled, cuDNN autotuned, memory pools filled
         if impl.warmup:
@@ -289,13 +295,18 @@ def time_case(case: Case, impls: list[Impl], budget: float) -> None:
         fastest[impl.group] = min(fastest.get(impl.group, e), e)
     # blocks of at least ~20 ms for the fastest of each group
     blocks = [max(1, int(0.02 / fastest[impl.group])) for impl in impls]
-    rounds = int(budget / sum(b * e for b, e in zip(blocks, est, strict=True)))
+    per_round = sum((b + (1 if settle else 0)) * e for b, e in zip(blocks, est, strict=True))
+    rounds = int(budget / (per_round + settle * len(impls)))
     rounds = max(7, min(rounds, 200))
     counter = 0
     for r in range(rounds):
         for j in range(len(impls)):
             idx = (r + j) % len(impls)
             impl, block = impls[idx], blocks[idx]
+            if settle:
+                time.sleep(settle)
+                impl.sync(impl.step(counter))
+                counter += 1
             t0 = time.perf_counter()
             for _ in range(block):
                 v = impl.step(counter)

@@ -1,10 +1,12 @@
-"""oneDNN convolutions for the NumPy backend: an optional accelerator, through ctypes.
+"""oneDNN convolutions and matrix products for the NumPy backend: an optional accelerator,
+through ctypes.
 
 ``pip install "arraycore[onednn]"`` installs oneDNN's CPU library (the ``onednn-cpu-gomp``
 wheel: ``libdnnl.so.3``, oneDNN 3.2 with GNU OpenMP threads, under ``sys.prefix/lib``); the
 NumPy backend's float32 ``conv2d``, ``conv2d_backward_data`` and ``conv2d_backward_filter`` then
 run oneDNN's direct convolution kernels, the ones PyTorch's CPU convolutions run, instead of
-im2col + BLAS. Without the library, for other dtypes, or with ``ARRAYCORE_ONEDNN=0``, the NumPy
+im2col + BLAS, and large float32 matrix products run on oneDNN's matmul (:func:`matmul`), so
+that all the multi-threaded work of a step shares one OpenMP pool. Without the library, for other dtypes, or with ``ARRAYCORE_ONEDNN=0``, the NumPy
 kernels of :mod:`arraycore.backends._numpy_nn` run as before: they stay the readable reference
 and the fallback. ``ARRAYCORE_ONEDNN_LIBRARY`` names another ``libdnnl.so.3``.
 
@@ -81,6 +83,8 @@ _SIGNATURES: dict[str, list[Any]] = {
     "dnnl_stream_create": [POINTER(_P), _P, c_uint],
     "dnnl_stream_wait": [_P],
     "dnnl_memory_desc_create_with_tag": [POINTER(_P), c_int, _Dims, c_int, c_int],
+    "dnnl_memory_desc_create_with_strides": [POINTER(_P), c_int, _Dims, c_int, _Dims],
+    "dnnl_memory_desc_destroy": [_P],
     "dnnl_memory_create": [POINTER(_P), _P, _P, _P],
     "dnnl_memory_set_data_handle": [_P, _P],
     "dnnl_memory_destroy": [_P],
@@ -93,25 +97,34 @@ _SIGNATURES: dict[str, list[Any]] = {
     "dnnl_convolution_backward_weights_primitive_desc_create": [
         POINTER(_P), _P, c_int, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P,
     ],
+    "dnnl_matmul_primitive_desc_create": [POINTER(_P), _P, _P, _P, _P, _P, _P],
     "dnnl_reorder_primitive_desc_create": [POINTER(_P), _P, _P, _P, _P, _P],
     "dnnl_primitive_create": [POINTER(_P), _P],
     "dnnl_primitive_execute": [_P, _P, c_int, POINTER(_ExecArg)],
 }  # fmt: skip
 
 
+#: How long GNU OpenMP's idle threads spin before they sleep (libgomp's ``GOMP_SPINCOUNT``, in
+#: busy-wait iterations: about 0.1-0.3 ms). Its default (300,000 when ``OMP_WAIT_POLICY`` is
+#: unset) spins for milliseconds after each parallel region; sleeping at once (``PASSIVE``)
+#: costs a wake-up of tens of microseconds per call, which doubled a 2-thread LSTM step. A short
+#: spin keeps the threads warm between a step's calls and gives the cores back soon after.
+SPIN_COUNT = "10000"
+
+
 def _open(path: str) -> ctypes.CDLL:
-    """``dlopen`` the library with GNU OpenMP's idle threads sleeping (``OMP_WAIT_POLICY``
-    ``PASSIVE``, unless the user chose a policy): OpenMP's default spins its threads after each
-    parallel region, and between oneDNN's convolutions and OpenBLAS's GEMMs the two pools' idle
-    threads then take the cores from each other (a 2-thread convolution measured 8x slower).
-    libgomp reads the variable when it is loaded, so it is set only for that moment."""
-    if "OMP_WAIT_POLICY" in os.environ:
+    """``dlopen`` the library with GNU OpenMP's idle threads spinning only briefly
+    (:data:`SPIN_COUNT`), unless the user chose ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``: libgomp
+    reads them when it is loaded, so the variable is set only for that moment. (OpenBLAS's
+    threads, which spin for about 0.1 s after each call, stay idle: large float32 products run
+    here too, see :func:`matmul`.)"""
+    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
         return ctypes.CDLL(path)
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
     try:
         return ctypes.CDLL(path)
     finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
+        os.environ.pop("GOMP_SPINCOUNT", None)
 
 
 class _Library:
@@ -136,6 +149,14 @@ class _Library:
         self.lib = lib
         self.path = path
         self.version = f"oneDNN {version.major}.{version.minor}.{version.patch}"
+        # oneDNN sizes a kernel's work split for the OpenMP thread count at creation and never
+        # uses more threads than that: plans are kept per count (see conv_plan).
+        try:
+            max_threads = lib.omp_get_max_threads
+            max_threads.argtypes, max_threads.restype = [], c_int
+            self.max_threads: Any = max_threads
+        except AttributeError:  # a build on another threading runtime
+            self.max_threads = lambda: 0
         self.engine, self.stream = c_void_p(), c_void_p()
         lib.dnnl_engine_create(byref(self.engine), _CPU, 0)
         lib.dnnl_stream_create(byref(self.stream), self.engine, _STREAM_DEFAULT)
@@ -242,7 +263,7 @@ class ConvPlan:
     """The three convolution passes of one geometry, NCHW float32 arrays in and out."""
 
     def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
-        xshape, wshape, yshape, stride, pads, dilation = key
+        _threads, xshape, wshape, yshape, stride, pads, dilation = key
         self.lib, self.lock = lib, threading.Lock()
         self.xshape, self.wshape, self.yshape = xshape, wshape, yshape
         L = lib.lib  # noqa: N806
@@ -345,8 +366,35 @@ def _c(a: np.ndarray) -> np.ndarray:
 
 #: Plans kept (least recently used dropped first): each holds oneDNN's kernels and the buffers
 #: of the layouts it picked, so a run with a few shapes (a last, smaller batch) keeps them all.
-_MAX_PLANS = 64
-_PLANS: OrderedDict[tuple[Any, ...], ConvPlan | None] = OrderedDict()
+_MAX_PLANS = 128
+_PLANS: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+
+
+def _plan(key: tuple[Any, ...], build: Any) -> Any:
+    """The cached plan of ``key`` (whose first item is the OpenMP thread count: oneDNN sizes a
+    kernel's work split at creation), made by ``build(lib, key)`` on first use; ``None`` where
+    there is no library or oneDNN has no implementation (then the NumPy kernels run)."""
+    with _LOCK:
+        if key in _PLANS:
+            _PLANS.move_to_end(key)
+            return _PLANS[key]
+    lib = library()
+    plan = None
+    if lib is not None:
+        try:
+            plan = build(lib, key)
+        except OneDNNError:
+            plan = None
+    with _LOCK:
+        _PLANS[key] = plan
+        while len(_PLANS) > _MAX_PLANS:
+            _PLANS.popitem(last=False)
+    return plan
+
+
+def _threads_now() -> int:
+    lib = library()
+    return lib.max_threads() if lib is not None else 0
 
 
 def conv_plan(win: Any, out_channels: int, *dtypes: np.dtype) -> ConvPlan | None:
@@ -356,6 +404,7 @@ def conv_plan(win: Any, out_channels: int, *dtypes: np.dtype) -> ConvPlan | None
     if any(dt != np.float32 for dt in dtypes) or 0 in (win.n, win.c, win.out_h, win.out_w):
         return None
     key = (
+        _threads_now(),
         (win.n, win.c, win.h, win.w),
         (out_channels, win.c, win.kh, win.kw),
         (win.n, out_channels, win.out_h, win.out_w),
@@ -363,19 +412,104 @@ def conv_plan(win: Any, out_channels: int, *dtypes: np.dtype) -> ConvPlan | None
         tuple(tuple(p) for p in win.pads),
         tuple(win.dilation),
     )
-    with _LOCK:
-        if key in _PLANS:
-            _PLANS.move_to_end(key)
-            return _PLANS[key]
-    lib = library()
-    plan = None
-    if lib is not None:
+    return _plan(key, ConvPlan)  # type: ignore[no-any-return]
+
+
+# -- matrix products ------------------------------------------------------------------------------
+#: Products with fewer multiply-adds stay with NumPy's BLAS: below this OpenBLAS runs them on the
+#: calling thread (its own threshold), without the fixed cost of a oneDNN call (~5 us) or of
+#: waking OpenMP threads; at and above it, OpenBLAS would wake its worker threads, which then spin
+#: and take the cores from oneDNN's convolutions (a 2-thread VGG step 111 ms against 71 ms).
+MATMUL_MIN_WORK = 1 << 18
+
+
+class MatmulPlan:
+    """One float32 matrix product of given shapes and strides (any transposed or sliced 2-D
+    views, batch dimensions broadcast as NumPy does) into a new C-contiguous array."""
+
+    def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        _threads, ashape, astrides, bshape, bstrides, self.yshape = key
+        self.lib, self.lock = lib, threading.Lock()
+        L = lib.lib  # noqa: N806
+        mds = []
+        ystrides = tuple(int(np.prod(self.yshape[i + 1 :])) for i in range(len(self.yshape)))
+        for shape, strides in ((ashape, astrides), (bshape, bstrides), (self.yshape, ystrides)):
+            md = c_void_p()
+            L.dnnl_memory_desc_create_with_strides(
+                byref(md), len(shape), _dims(shape), _F32, _dims(strides)
+            )
+            mds.append(md)
+        pd = c_void_p()
         try:
-            plan = ConvPlan(lib, key)
-        except OneDNNError:
-            plan = None  # oneDNN has no implementation for it: the NumPy kernels run
-    with _LOCK:
-        _PLANS[key] = plan
-        while len(_PLANS) > _MAX_PLANS:
-            _PLANS.popitem(last=False)
-    return plan
+            L.dnnl_matmul_primitive_desc_create(
+                byref(pd), lib.engine, mds[0], mds[1], None, mds[2], None
+            )
+            self.a, self.b, self.y = (_Memory(lib, md) for md in mds)
+            self.step = _Step(
+                lib, pd, [(_ARG_SRC, self.a), (_ARG_WEIGHTS, self.b), (_ARG_DST, self.y)]
+            )
+        finally:
+            for md in mds:
+                L.dnnl_memory_desc_destroy(md)
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        y = np.empty(self.yshape, np.float32)
+        with self.lock:
+            self.a.point(a)
+            self.b.point(b)
+            self.y.point(y)
+            self.step()
+            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        return y
+
+
+def _element_strides(a: np.ndarray) -> tuple[int, ...] | None:
+    """``a``'s strides in elements, or ``None`` where oneDNN cannot describe them (negative or
+    zero strides, not a multiple of the item size)."""
+    out = []
+    for size, stride in zip(a.shape, a.strides, strict=True):
+        if size == 1:
+            out.append(1)
+            continue
+        if stride <= 0 or stride % 4:
+            return None
+        out.append(stride // 4)
+    return tuple(out)
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for float32 arrays of 2 to 4 dimensions on oneDNN, or ``None`` where it does not
+    take it (then ``np.matmul`` runs): another dtype or rank, no library, ``ARRAYCORE_ONEDNN=0``,
+    a product smaller than :data:`MATMUL_MIN_WORK`, strides oneDNN cannot describe, or shapes
+    NumPy would refuse (its own error is the one the user sees)."""
+    if not (
+        isinstance(a, np.ndarray)
+        and isinstance(b, np.ndarray)
+        and a.dtype == np.float32
+        and b.dtype == np.float32
+        and 2 <= a.ndim <= 4
+        and 2 <= b.ndim <= 4
+        and a.shape[-1] == b.shape[-2]
+    ):
+        return None
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if m * k * n < MATMUL_MIN_WORK:
+        return None
+    ndim = max(a.ndim, b.ndim)
+    ashape = (1,) * (ndim - a.ndim) + a.shape
+    bshape = (1,) * (ndim - b.ndim) + b.shape
+    batch = []
+    for p, q in zip(ashape[:-2], bshape[:-2], strict=True):
+        if p != q and 1 not in (p, q):
+            return None
+        batch.append(max(p, q))
+    if 0 in batch:
+        return None
+    astrides, bstrides = _element_strides(a), _element_strides(b)
+    if astrides is None or bstrides is None:
+        return None
+    astrides = (1,) * (ndim - a.ndim) + astrides
+    bstrides = (1,) * (ndim - b.ndim) + bstrides
+    key = (_threads_now(), ashape, astrides, bshape, bstrides, (*batch, m, n))
+    plan = _plan(key, MatmulPlan)
+    return None if plan is None else plan(a, b)

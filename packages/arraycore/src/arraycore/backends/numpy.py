@@ -9,6 +9,7 @@ have ``shape``, ``dtype`` and the operators, and the namespace accepts them as 0
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from .._interop import require_dlpack
 from ..backend import ELEMENTWISE, Array, Backend, Device, Key, Shape
+from . import _onednn
 
 #: The NumPy function of every primitive of the op table (``"pow"``: ``numpy.power``).
 _UFUNCS: dict[str, Callable[..., Any]] = {
@@ -209,6 +211,47 @@ def _inplace_copy(src: Any, *, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
+    """``np.matmul``; large float32 products run on oneDNN where ``arraycore[onednn]`` is
+    installed (:func:`._onednn.matmul`: the same OpenMP threads as the convolutions, none of
+    OpenBLAS's spinning threads taking the cores from them)."""
+    y = _onednn.matmul(x1, x2)
+    return np.matmul(x1, x2) if y is None else y
+
+
+def _tensordot(x1: np.ndarray, x2: np.ndarray, /, *, axes: Any = 2) -> np.ndarray:
+    """``np.tensordot``, whose one matrix product goes through :func:`_matmul` for float32."""
+    if not (
+        isinstance(x1, np.ndarray)
+        and isinstance(x2, np.ndarray)
+        and x1.dtype == np.float32
+        and x2.dtype == np.float32
+    ):
+        return np.tensordot(x1, x2, axes=axes)
+    try:
+        if isinstance(axes, int):
+            first = list(range(x1.ndim - axes, x1.ndim)) if axes > 0 else []
+            second = list(range(axes))
+        else:
+            first, second = ([a] if isinstance(a, int) else list(a) for a in axes)
+        first = [a % x1.ndim for a in first]
+        second = [a % x2.ndim for a in second]
+        ok = len(first) == len(second) and all(
+            x1.shape[a] == x2.shape[b] for a, b in zip(first, second, strict=True)
+        )
+    except (TypeError, ValueError, ZeroDivisionError):
+        ok = False
+    if not ok or len(set(first)) != len(first) or len(set(second)) != len(second):
+        return np.tensordot(x1, x2, axes=axes)  # NumPy's own error for bad axes
+    free1 = [a for a in range(x1.ndim) if a not in first]
+    free2 = [b for b in range(x2.ndim) if b not in second]
+    shape1, shape2 = [x1.shape[a] for a in free1], [x2.shape[b] for b in free2]
+    k = math.prod(x1.shape[a] for a in first)
+    a2 = np.permute_dims(x1, (*free1, *first)).reshape(math.prod(shape1), k)
+    b2 = np.permute_dims(x2, (*second, *free2)).reshape(k, math.prod(shape2))
+    return _matmul(a2, b2).reshape((*shape1, *shape2))
+
+
 def _inplace_fill(value: Any, *, out: np.ndarray) -> np.ndarray:
     out.fill(value)
     return out
@@ -268,7 +311,7 @@ class NumpyBackend(Backend):
         return fn(x, axis=axis, keepdims=keepdims).astype(np.int64, copy=False)
 
     def matmul(self, x1: Array, x2: Array) -> Array:
-        return np.matmul(x1, x2)
+        return _matmul(x1, x2)
 
     def reshape(self, x: Array, shape: Shape) -> Array:
         return np.reshape(x, shape)
@@ -310,6 +353,8 @@ class NumpyBackend(Backend):
         table.update(_numpy_searching.TABLE)
         table.update(_numpy_linalg.TABLE)
         table["matrix_transpose"] = _matrix_transpose
+        table["matmul"] = _matmul
+        table["tensordot"] = _tensordot
         table["from_dlpack"] = _from_dlpack
         table["to_numpy"] = self.to_numpy
         for name, fn in _UFUNCS.items():
