@@ -151,3 +151,41 @@ def test_onednn_off_by_environment() -> None:
     env = {**__import__("os").environ, "ARRAYCORE_ONEDNN": "0"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert out.stdout.strip() == "off (ARRAYCORE_ONEDNN=0)", out
+
+
+POOLS = [
+    # x shape, kernel, stride, padding
+    ((4, 3, 8, 8), 2, None, 0),  # tiles the image
+    ((4, 3, 9, 7), 3, 2, 1),  # overlapping, padded, a remainder
+    ((2, 2, 10, 10), 3, 1, 1),
+    ((2, 3, 7, 9), (2, 3), (1, 2), (1, 1)),
+]
+
+
+@pytest.mark.parametrize(("xs", "kernel", "stride", "padding"), POOLS)
+def test_onednn_max_pool_backward_matches_the_reference(xs, kernel, stride, padding) -> None:
+    onednn = _onednn()
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=xs).astype(np.float32)
+    x[:, :, :3, :3] = 1.5  # ties: the first maximum of a window takes the gradient
+    win = fast.pool_window("max_pool2d", xs, kernel, stride, padding)
+    assert onednn.max_pool_plan(win, x.dtype, x.dtype) is not None
+    y = fast.max_pool2d(x, kernel, stride, padding)
+    dy = rng.normal(size=y.shape).astype(np.float32)
+    dx = fast.max_pool2d_backward(dy, x, kernel, stride, padding)
+    assert dx.dtype == np.float32
+    want = _nn.max_pool2d_backward(
+        np, dy.astype(np.float64), x.astype(np.float64), kernel, stride, padding
+    )
+    np.testing.assert_allclose(dx, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_max_pool_backward_with_non_finite_inputs_follows_the_reference(bad) -> None:
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(2, 2, 6, 6)).astype(np.float32)
+    x[0, 1, 2, 3] = bad
+    dy = rng.normal(size=(2, 2, 3, 3)).astype(np.float32)
+    dx = fast.max_pool2d_backward(dy, x, 2)
+    want = _nn.max_pool2d_backward(np, dy, x, 2)
+    np.testing.assert_array_equal(dx, want)

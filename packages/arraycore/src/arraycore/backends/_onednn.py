@@ -41,8 +41,10 @@ _TAG_X = 2  # a
 _TAG_ABCD = 5  # nchw, oihw
 _FORWARD_TRAINING = 64
 _CONV_DIRECT = 1
+_POOLING_MAX = 0x1FF
 _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, 133, 134
-_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS = 1, 17, 33, 41
+_Q_WORKSPACE = 135
+_ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_WORKSPACE = 1, 17, 33, 41, 64
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
 _STREAM_DEFAULT = 1
 _MAX_NDIMS = 12
@@ -98,6 +100,12 @@ _SIGNATURES: dict[str, list[Any]] = {
         POINTER(_P), _P, c_int, _P, _P, _P, _P, _Dims, _Dims, _Dims, _Dims, _P, _P,
     ],
     "dnnl_matmul_primitive_desc_create": [POINTER(_P), _P, _P, _P, _P, _P, _P],
+    "dnnl_pooling_forward_primitive_desc_create": [
+        POINTER(_P), _P, c_int, c_int, _P, _P, _Dims, _Dims, _Dims, _Dims, _Dims, _P,
+    ],
+    "dnnl_pooling_backward_primitive_desc_create": [
+        POINTER(_P), _P, c_int, _P, _P, _Dims, _Dims, _Dims, _Dims, _Dims, _P, _P,
+    ],
     "dnnl_reorder_primitive_desc_create": [POINTER(_P), _P, _P, _P, _P, _P],
     "dnnl_primitive_create": [POINTER(_P), _P],
     "dnnl_primitive_execute": [_P, _P, c_int, POINTER(_ExecArg)],
@@ -513,3 +521,77 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     key = (_threads_now(), ashape, astrides, bshape, bstrides, (*batch, m, n))
     plan = _plan(key, MatmulPlan)
     return None if plan is None else plan(a, b)
+
+
+# -- max pooling ----------------------------------------------------------------------------------
+class MaxPoolPlan:
+    """Max-pool backward of one window geometry (NCHW float32): oneDNN's forward pass records
+    each window's argmax in a workspace (one byte per output), and the backward pass hands
+    ``dy`` to those positions, the first maximum of a window as in arraycore's reference."""
+
+    def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        _threads, self.xshape, self.yshape, kernel, stride, pads = key
+        self.lib, self.lock = lib, threading.Lock()
+        L = lib.lib  # noqa: N806
+        x_md, y_md = c_void_p(), c_void_p()
+        L.dnnl_memory_desc_create_with_tag(byref(x_md), 4, _dims(self.xshape), _F32, _TAG_ABCD)
+        L.dnnl_memory_desc_create_with_tag(byref(y_md), 4, _dims(self.yshape), _F32, _TAG_ABCD)
+        geometry = (
+            _dims(stride),
+            _dims(kernel),
+            _dims((0, 0)),  # dilation
+            _dims((pads[0][0], pads[1][0])),
+            _dims((pads[0][1], pads[1][1])),
+        )
+        fwd, bwd = c_void_p(), c_void_p()
+        try:
+            L.dnnl_pooling_forward_primitive_desc_create(
+                byref(fwd), lib.engine, _FORWARD_TRAINING, _POOLING_MAX, x_md, y_md, *geometry, None
+            )
+            L.dnnl_pooling_backward_primitive_desc_create(
+                byref(bwd), lib.engine, _POOLING_MAX, x_md, y_md, *geometry, fwd, None
+            )
+            workspace = _Memory(
+                lib, c_void_p(L.dnnl_primitive_desc_query_md(fwd, _Q_WORKSPACE, 0)), own=True
+            )
+            self.x, self.dx = _Memory(lib, x_md), _Memory(lib, x_md)
+            self.dy = _Memory(lib, y_md)
+            self.y = _Memory(lib, y_md, own=True)  # the forward's output, not needed here
+            self.forward = _Step(
+                lib, fwd, [(_ARG_SRC, self.x), (_ARG_DST, self.y), (_ARG_WORKSPACE, workspace)]
+            )
+            self.backward = _Step(
+                lib,
+                bwd,
+                [(_ARG_DIFF_DST, self.dy), (_ARG_DIFF_SRC, self.dx), (_ARG_WORKSPACE, workspace)],
+            )
+        finally:
+            L.dnnl_memory_desc_destroy(x_md)
+            L.dnnl_memory_desc_destroy(y_md)
+
+    def __call__(self, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+        dx = np.empty(self.xshape, np.float32)
+        with self.lock:
+            self.x.point(_c(x))
+            self.dy.point(_c(dy))
+            self.dx.point(dx)
+            self.forward()
+            self.backward()
+            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        return dx
+
+
+def max_pool_plan(win: Any, *dtypes: np.dtype) -> MaxPoolPlan | None:
+    """The max-pool backward plan of a pooling window, or ``None`` where oneDNN does not take
+    it (no library, not all float32, an empty array)."""
+    if any(dt != np.float32 for dt in dtypes) or 0 in (win.n, win.c, win.out_h, win.out_w):
+        return None
+    key = (
+        _threads_now(),
+        (win.n, win.c, win.h, win.w),
+        (win.n, win.c, win.out_h, win.out_w),
+        (win.kh, win.kw),
+        tuple(win.stride),
+        tuple(tuple(p) for p in win.pads),
+    )
+    return _plan(key, MaxPoolPlan)  # type: ignore[no-any-return]
