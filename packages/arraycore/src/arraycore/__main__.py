@@ -101,7 +101,10 @@ def info(stream: Any = None) -> int:
     thread_report(out)
     from .backends import _onednn
 
-    print(f"numpy convolutions and large matmuls (float32): {_onednn.status()} (docs/onednn.md)", file=out)
+    print(
+        f"numpy convolutions and large matmuls (float32): {_onednn.status()} (docs/onednn.md)",
+        file=out,
+    )
     if not usable:
         print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
     return 0 if usable else 1

@@ -429,6 +429,7 @@ def conv_plan(win: Any, out_channels: int, *dtypes: np.dtype) -> ConvPlan | None
 #: waking OpenMP threads; at and above it, OpenBLAS would wake its worker threads, which then spin
 #: and take the cores from oneDNN's convolutions (a 2-thread VGG step 111 ms against 71 ms).
 MATMUL_MIN_WORK = 1 << 18
+_F32_DTYPE = np.dtype(np.float32)
 
 
 class MatmulPlan:
@@ -490,18 +491,16 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     take it (then ``np.matmul`` runs): another dtype or rank, no library, ``ARRAYCORE_ONEDNN=0``,
     a product smaller than :data:`MATMUL_MIN_WORK`, strides oneDNN cannot describe, or shapes
     NumPy would refuse (its own error is the one the user sees)."""
-    if not (
-        isinstance(a, np.ndarray)
-        and isinstance(b, np.ndarray)
-        and a.dtype == np.float32
-        and b.dtype == np.float32
-        and 2 <= a.ndim <= 4
-        and 2 <= b.ndim <= 4
-        and a.shape[-1] == b.shape[-2]
-    ):
+    # the common refusals first and cheaply: small products cost a few microseconds in all
+    if getattr(a, "dtype", None) is not _F32_DTYPE or getattr(b, "dtype", None) is not _F32_DTYPE:
         return None
-    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
-    if m * k * n < MATMUL_MIN_WORK:
+    ashape, bshape = a.shape, b.shape
+    if len(ashape) < 2 or len(bshape) < 2:
+        return None
+    m, k, n = ashape[-2], ashape[-1], bshape[-1]
+    if m * k * n < MATMUL_MIN_WORK or len(ashape) > 4 or len(bshape) > 4 or bshape[-2] != k:
+        return None
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
         return None
     ndim = max(a.ndim, b.ndim)
     ashape = (1,) * (ndim - a.ndim) + a.shape

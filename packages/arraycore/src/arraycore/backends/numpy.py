@@ -214,9 +214,17 @@ def _inplace_copy(src: Any, *, out: np.ndarray) -> np.ndarray:
 def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
     """``np.matmul``; large float32 products run on oneDNN where ``arraycore[onednn]`` is
     installed (:func:`._onednn.matmul`: the same OpenMP threads as the convolutions, none of
-    OpenBLAS's spinning threads taking the cores from them)."""
-    y = _onednn.matmul(x1, x2)
-    return np.matmul(x1, x2) if y is None else y
+    OpenBLAS's spinning threads taking the cores from them). Small products go straight to
+    NumPy: a network of small layers makes many of them, and each check costs."""
+    try:
+        large = x1.shape[-2] * x1.shape[-1] * x2.shape[-1] >= _onednn.MATMUL_MIN_WORK
+    except (AttributeError, IndexError):  # not arrays, or vectors: NumPy's rules
+        large = False
+    if large:
+        y = _onednn.matmul(x1, x2)
+        if y is not None:
+            return y
+    return np.matmul(x1, x2)
 
 
 def _tensordot(x1: np.ndarray, x2: np.ndarray, /, *, axes: Any = 2) -> np.ndarray:
