@@ -401,7 +401,8 @@ def _plan(key: tuple[Any, ...], build: Any) -> Any:
 
 
 def _threads_now() -> int:
-    lib = library()
+    """The OpenMP thread count oneDNN's kernels would be made for now (0 without the library)."""
+    lib = _STATE["lib"] if "lib" in _STATE else library()  # no lock once loaded
     return lib.max_threads() if lib is not None else 0
 
 
@@ -486,22 +487,14 @@ def _element_strides(a: np.ndarray) -> tuple[int, ...] | None:
     return tuple(out)
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """``a @ b`` for float32 arrays of 2 to 4 dimensions on oneDNN, or ``None`` where it does not
-    take it (then ``np.matmul`` runs): another dtype or rank, no library, ``ARRAYCORE_ONEDNN=0``,
-    a product smaller than :data:`MATMUL_MIN_WORK`, strides oneDNN cannot describe, or shapes
-    NumPy would refuse (its own error is the one the user sees)."""
-    # the common refusals first and cheaply: small products cost a few microseconds in all
-    if getattr(a, "dtype", None) is not _F32_DTYPE or getattr(b, "dtype", None) is not _F32_DTYPE:
-        return None
-    ashape, bshape = a.shape, b.shape
-    if len(ashape) < 2 or len(bshape) < 2:
-        return None
-    m, k, n = ashape[-2], ashape[-1], bshape[-1]
-    if m * k * n < MATMUL_MIN_WORK or len(ashape) > 4 or len(bshape) > 4 or bshape[-2] != k:
-        return None
-    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
-        return None
+_UNSEEN = object()
+#: (thread count, shapes and byte strides of both operands) -> the plan or None (not taken)
+_SEEN: dict[tuple[Any, ...], Any] = {}
+
+
+def _matmul_plan(a: np.ndarray, b: np.ndarray) -> MatmulPlan | None:
+    """The plan of ``a @ b`` (both float32, 2-4 dimensions, aligned), or ``None``."""
+    m, n = a.shape[-2], b.shape[-1]
     ndim = max(a.ndim, b.ndim)
     ashape = (1,) * (ndim - a.ndim) + a.shape
     bshape = (1,) * (ndim - b.ndim) + b.shape
@@ -518,7 +511,32 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
     astrides = (1,) * (ndim - a.ndim) + astrides
     bstrides = (1,) * (ndim - b.ndim) + bstrides
     key = (_threads_now(), ashape, astrides, bshape, bstrides, (*batch, m, n))
-    plan = _plan(key, MatmulPlan)
+    return _plan(key, MatmulPlan)  # type: ignore[no-any-return]
+
+
+def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """``a @ b`` for float32 arrays of 2 to 4 dimensions on oneDNN, or ``None`` where it does not
+    take it (then ``np.matmul`` runs): another dtype or rank, no library, ``ARRAYCORE_ONEDNN=0``,
+    a product smaller than :data:`MATMUL_MIN_WORK`, strides oneDNN cannot describe, or shapes
+    NumPy would refuse (its own error is the one the user sees)."""
+    # the common refusals first and cheaply: small products cost a few microseconds in all
+    if getattr(a, "dtype", None) is not _F32_DTYPE or getattr(b, "dtype", None) is not _F32_DTYPE:
+        return None
+    ashape, bshape = a.shape, b.shape
+    if len(ashape) < 2 or len(bshape) < 2:
+        return None
+    m, k, n = ashape[-2], ashape[-1], bshape[-1]
+    if m * k * n < MATMUL_MIN_WORK or len(ashape) > 4 or len(bshape) > 4 or bshape[-2] != k:
+        return None
+    if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+        return None
+    # the layouts seen before map straight to their plan (a step repeats the same products)
+    seen = (_threads_now(), ashape, a.strides, bshape, b.strides)
+    plan = _SEEN.get(seen, _UNSEEN)
+    if plan is _UNSEEN:
+        plan = _SEEN[seen] = _matmul_plan(a, b)
+        if len(_SEEN) > 4 * _MAX_PLANS:
+            _SEEN.clear()
     return None if plan is None else plan(a, b)
 
 

@@ -224,7 +224,8 @@ def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
         y = _onednn.matmul(x1, x2)
         if y is not None:
             return y
-    return np.matmul(x1, x2)
+    out: np.ndarray = np.matmul(x1, x2)
+    return out
 
 
 def _tensordot(x1: np.ndarray, x2: np.ndarray, /, *, axes: Any = 2) -> np.ndarray:
