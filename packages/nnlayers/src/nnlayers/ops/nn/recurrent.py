@@ -114,15 +114,26 @@ class LSTMSequence(Op):
         tanh_c = xp.empty((n, t_len, hidden), dtype=xw.dtype)
         scale = _per_gate(xp, _LSTM_SCALE, hidden, xw.dtype)
         shift = _per_gate(xp, _LSTM_SHIFT, hidden, xw.dtype)
+        # the pre-activation scale (0.5 on the sigmoid blocks: exact) applied once to the
+        # projected inputs and the recurrent weight instead of at every step
+        xs, us = xw * scale, u * scale
         h, c = state if state else (None, None)
         for t in range(t_len):
-            z = xw[:, t] * scale if h is None else (xp.matmul(h, u) + xw[:, t]) * scale
-            z = xp.tanh(z)
+            if h is None:
+                z = xp.tanh(xs[:, t])
+            else:
+                z = xp.matmul(h, us)
+                z += xs[:, t]
+                z = xp.inplace.tanh(z, out=z)
             z *= scale
             z += shift
             gates[:, t] = z
             i, f, g, o = (z[:, k * hidden : (k + 1) * hidden] for k in range(4))
-            c = i * g if c is None else f * c + i * g
+            if c is None:
+                c = i * g
+            else:
+                c = f * c
+                c += i * g
             tc = xp.tanh(c)
             h = o * tc
             out[0, :, t] = h
@@ -164,8 +175,13 @@ class LSTMSequence(Op):
         flat = xp.reshape(mult, (n, g4))
         dh_next = dc_next = None
         for t in range(t_len - 1, -1, -1):
-            dh = d_h[:, t] if dh_next is None else d_h[:, t] + dh_next
-            dc = dh * dcell[:, t] + d_c[:, t]
+            if dh_next is None:
+                dh = d_h[:, t]
+            else:  # the previous step's product: this op's own array
+                dh = dh_next
+                dh += d_h[:, t]
+            dc = dh * dcell[:, t]
+            dc += d_c[:, t]
             if dc_next is not None:
                 dc += dc_next
             mult[:, 0] = dc
