@@ -183,13 +183,20 @@ class GemmProfile:
         o, _, kh, kw = plan.wshape
         return 2.0 * n * o * c * kh * kw * plan.yshape[2] * plan.yshape[3]
 
-    def _wrap_conv(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @staticmethod
+    def _lstm_flops(plan: Any, passes: int) -> float:
+        n, t, c, h = plan.shapes
+        return 2.0 * n * t * 4 * h * (c + h) * passes
+
+    def _wrap_plan(
+        self, fn: Callable[..., Any], flops: Callable[[Any], float]
+    ) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed(plan: Any, *args: Any) -> Any:
             t0 = time.perf_counter()
             out = fn(plan, *args)
             self.seconds += time.perf_counter() - t0
-            self.flops += self._conv_flops(plan)
+            self.flops += flops(plan)
             self.calls += 1
             return out
 
@@ -199,23 +206,29 @@ class GemmProfile:
     def active(self) -> Iterator[GemmProfile]:
         """Wrap the functions in ``numpy`` (the backend's kernels call them there), where the
         NumPy namespace binds them directly (its ``matmul`` is ``numpy.matmul`` itself), and
-        the oneDNN convolution passes (counted as the GEMMs they replace)."""
+        the oneDNN convolution passes (counted as the GEMMs they replace) and LSTM passes
+        (counted as their GEMMs, forward one pass of products, backward two)."""
         xp = arraycore.namespace("numpy")
         saved = [(np, name, getattr(np, name)) for name in self.NAMES]
         saved += [(xp, name, getattr(xp, name)) for name in self.NAMES if hasattr(xp, name)]
         convs = ("forward", "backward_data", "backward_filter")
-        saved_convs = [(name, getattr(onednn.ConvPlan, name)) for name in convs]
+        plans: list[tuple[type, str, Callable[[Any], float]]] = [
+            *((onednn.ConvPlan, name, self._conv_flops) for name in convs),
+            (onednn.LSTMPlan, "forward", lambda plan: self._lstm_flops(plan, 1)),
+            (onednn.LSTMPlan, "backward", lambda plan: self._lstm_flops(plan, 2)),
+        ]
+        saved_plans = [(cls, name, getattr(cls, name)) for cls, name, _ in plans]
         try:
             for owner, name, fn in saved:
                 setattr(owner, name, self._wrap(name, fn))
-            for name, fn in saved_convs:
-                setattr(onednn.ConvPlan, name, self._wrap_conv(fn))
+            for cls, name, flops in plans:
+                setattr(cls, name, self._wrap_plan(getattr(cls, name), flops))
             yield self
         finally:
             for owner, name, fn in saved:
                 setattr(owner, name, fn)
-            for name, fn in saved_convs:
-                setattr(onednn.ConvPlan, name, fn)
+            for cls, name, fn in saved_plans:
+                setattr(cls, name, fn)
 
 
 def gemm_share(case: networks.Case, steps: int = 6) -> dict[str, float]:

@@ -61,6 +61,8 @@ __all__ = [
     "conv2d_transpose",
     "log_softmax",
     "logsumexp",
+    "lstm",
+    "lstm_backward",
     "max_pool2d",
     "max_pool2d_backward",
     "one_hot",
@@ -539,3 +541,10 @@ batch_norm_axes = _nn_batchnorm.batch_norm_axes
 batch_norm_backward = _nn_batchnorm.batch_norm_backward
 check_batch_norm = _nn_batchnorm.check_batch_norm
 check_batch_norm_backward = _nn_batchnorm.check_batch_norm_backward
+
+# -- the LSTM layer: in _nn_rnn (re-exported here) ------------------------------------------------
+from . import _nn_rnn  # noqa: E402
+
+lstm = _nn_rnn.lstm
+lstm_backward = _nn_rnn.lstm_backward
+check_lstm = _nn_rnn.check_lstm

@@ -170,6 +170,39 @@ class NNNamespace(_SubNamespace):
         ``inv_std``."""
         return _nn.batch_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
 
+    def lstm(
+        self,
+        x: Array,
+        w: Array,
+        u: Array,
+        b: Array,
+        h0: Array | None = None,
+        c0: Array | None = None,
+    ) -> tuple[Array, Array, Array, Any]:
+        """One batch-first LSTM layer over ``x (N, T, C)`` with ``w (C, 4H)``, ``u (H, 4H)``,
+        ``b (4H,)`` (gates ``i, f, g, o``) from ``h0``, ``c0`` ``(N, H)`` (zero when ``None``):
+        ``(y (N, T, H), h_n, c_n, saved)``, ``saved`` being for :meth:`lstm_backward` only
+        (see :mod:`arraycore._nn_rnn`)."""
+        return _nn.lstm(self._xp, x, w, u, b, h0, c0)
+
+    def lstm_backward(
+        self,
+        dy: Array | None,
+        dh_n: Array | None,
+        dc_n: Array | None,
+        x: Array,
+        w: Array,
+        u: Array,
+        b: Array,
+        h0: Array | None,
+        c0: Array | None,
+        y: Array,
+        saved: Any,
+    ) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
+        """``(dx, dw, du, db, dh0, dc0)`` of :meth:`lstm` from the gradients of its outputs
+        (``None``: zero); ``dh0``/``dc0`` are ``None`` where ``h0``/``c0`` were."""
+        return _nn.lstm_backward(self._xp, dy, dh_n, dc_n, x, w, u, b, h0, c0, y, saved)
+
     def scatter_add(self, x: Array, indices: Array, values: Array, axis: int = 0) -> Array:
         """A copy of ``x`` with ``values`` added at 1-D ``indices`` along ``axis``.
 

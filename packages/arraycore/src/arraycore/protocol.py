@@ -99,6 +99,29 @@ class NNFunctions(Protocol):
     ) -> Array: ...
     def log_softmax(self, x: Array, axis: int = -1) -> Array: ...
     def logsumexp(self, x: Array, axis: Any = None, keepdims: builtins.bool = False) -> Array: ...
+    def lstm(
+        self,
+        x: Array,
+        w: Array,
+        u: Array,
+        b: Array,
+        h0: Array | None = None,
+        c0: Array | None = None,
+    ) -> tuple[Array, Array, Array, Any]: ...
+    def lstm_backward(
+        self,
+        dy: Array | None,
+        dh_n: Array | None,
+        dc_n: Array | None,
+        x: Array,
+        w: Array,
+        u: Array,
+        b: Array,
+        h0: Array | None,
+        c0: Array | None,
+        y: Array,
+        saved: Any,
+    ) -> tuple[Array, Array, Array, Array, Array | None, Array | None]: ...
     def max_pool2d(
         self,
         x: Array,

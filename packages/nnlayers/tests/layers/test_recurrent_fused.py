@@ -83,3 +83,34 @@ def test_sequence_ops_name_bad_shapes() -> None:
         ).shape
     with pytest.raises(ValueError, match="both h0 and c0"):
         ex.lstm_sequence(xw, ex.placeholder((3, 12), name="u"), ex.placeholder((None, 3)))
+
+
+@pytest.mark.parametrize("state", [False, True])
+def test_lstm_layer_op_in_float32_matches_the_unrolled_graph(state) -> None:
+    """float32 runs the backend's LSTM kernels (oneDNN's primitive on the NumPy backend where
+    installed): values and every gradient agree with the unrolled graph to float32 rounding,
+    the final state (``h``, ``c``) included."""
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(4, 6, 3)).astype(np.float32)
+    h0, c0 = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(2))
+    results = []
+    for fused in (True, False):
+        layer = LSTM(5, return_sequences=True, return_state=True, fused=fused, seed=3)
+        xs = ex.placeholder(x.shape, "float32", name="x")
+        feeds = {xs: x}
+        initial = None
+        if state:
+            hp = ex.placeholder(h0.shape, "float32", name="h0")
+            cp = ex.placeholder(c0.shape, "float32", name="c0")
+            feeds.update({hp: h0, cp: c0})
+            initial = (hp, cp)
+        out, (h_n, c_n) = layer(xs, initial_state=initial)
+        loss = ex.sum(out * out) + ex.sum(h_n * 2.0) + ex.sum(c_n * c_n)
+        wrt = [xs, *layer.params, *[k for k in feeds if k is not xs]]
+        graph = nnlayers.compile([loss, out, c_n], wrt=wrt)
+        values = [graph.xp.to_numpy(v) for v in graph.forward(feeds)]
+        grads = graph.backward()
+        results.append(values + [graph.xp.to_numpy(grads[w]) for w in wrt])
+    for got, want in zip(*results, strict=True):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)

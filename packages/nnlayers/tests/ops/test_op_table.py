@@ -115,6 +115,16 @@ def _lstm_steps(lib, xw, u, h=None, c=None):
     return lib.stack([lib.stack(hs, 1), lib.stack(cs, 1)])
 
 
+def _lstm_layer(lib, x, w, u, b, h=None, c=None):
+    """A whole LSTM layer: every hidden state, then the last cell state, ``(N, T + 1, H)``."""
+    both = _lstm_steps(lib, x @ w + b, u, h, c)
+    return (
+        lib.concatenate([both[0], both[1][:, -1:]], 1)
+        if lib is np
+        else lib.cat([both[0], both[1][:, -1:]], 1)
+    )
+
+
 def _gru_steps(lib, xw, u, b, h=None):
     """The GRU recurrence (PyTorch's, reset after the recurrent product): ``(N, T, H)``."""
     sig = (lambda v: 1.0 / (1.0 + lib.exp(-v))) if lib is np else lib.sigmoid
@@ -134,7 +144,31 @@ def _recurrent_cases():
     n, t, h = 3, 4, 5
     lstm = [(n, t, 4 * h), (h, 4 * h)]
     gru = [(n, t, 3 * h), (h, 3 * h), (3 * h,)]
+    layer = [(n, t, 2), (2, 4 * h), (h, 4 * h), (4 * h,)]
     return [
+        OpCase(
+            "lstm",
+            ex.lstm,
+            layer,
+            lambda *a: _lstm_layer(np, *a),
+            torch=lambda T, *a: _lstm_layer(T, *a),
+        ),
+        OpCase(
+            "lstm",
+            ex.lstm,
+            [*layer, (n, h), (n, h)],
+            lambda *a: _lstm_layer(np, *a),
+            label="state",
+            torch=lambda T, *a: _lstm_layer(T, *a),
+        ),
+        OpCase(
+            "lstm",
+            ex.lstm,
+            [(2, 1, 3), (3, 8), (2, 8), (8,)],
+            lambda *a: _lstm_layer(np, *a),
+            label="one step",
+            torch=lambda T, *a: _lstm_layer(T, *a),
+        ),
         OpCase(
             "lstm_sequence",
             ex.lstm_sequence,

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import _nn
+from .. import _nn, _nn_rnn
 from .._nn_batchnorm import check_batch_norm, check_batch_norm_backward
 from ..nn_shapes import (
     Window2d,
@@ -63,6 +63,8 @@ __all__ = [
     "log_softmax",
     "one_hot",
     "softmax_cross_entropy",
+    "lstm",
+    "lstm_backward",
 ]
 
 
@@ -653,3 +655,84 @@ _OFFSETS: dict[tuple[int, int], np.ndarray] = {}
 
 #: ``arange(num_classes)`` per (num_classes, index dtype), for one_hot (read-only).
 _CLASSES: dict[tuple[int, np.dtype], np.ndarray] = {}
+
+
+# -- LSTM -----------------------------------------------------------------------------------------
+class _OneDNNLSTM(NamedTuple):
+    """``saved`` of an LSTM forward pass that oneDNN ran: its plan, workspace and states."""
+
+    plan: Any
+    workspace: np.ndarray
+    h0: np.ndarray
+    c0: np.ndarray
+    h_n: np.ndarray
+    c_n: np.ndarray
+
+
+def lstm(
+    x: np.ndarray,
+    w: np.ndarray,
+    u: np.ndarray,
+    b: np.ndarray,
+    h0: np.ndarray | None = None,
+    c0: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, Any]:
+    """:func:`arraycore._nn_rnn.lstm`: oneDNN's LSTM primitive for float32 where
+    ``arraycore[onednn]`` is installed, else the reference on NumPy."""
+    n, t, c, h = _nn_rnn.check_lstm(np.isdtype, x, w, u, b, h0, c0)
+    plan = _onednn.lstm_plan(n, t, c, h, x.dtype)
+    if plan is None:
+        return _nn_rnn.lstm(np, x, w, u, b, h0, c0)
+    zeros = np.zeros((n, h), np.float32)
+    h0_, c0_ = (zeros if s is None else np.ascontiguousarray(s) for s in (h0, c0))
+    x_, w_, u_, b_ = (np.ascontiguousarray(a) for a in (x, w, u, b))
+    y, h_n, c_n, workspace = plan.forward(x_, w_, u_, b_, h0_, c0_)
+    return y, h_n, c_n, _OneDNNLSTM(plan, workspace, h0_, c0_, h_n, c_n)
+
+
+def lstm_backward(
+    dy: np.ndarray | None,
+    dh_n: np.ndarray | None,
+    dc_n: np.ndarray | None,
+    x: np.ndarray,
+    w: np.ndarray,
+    u: np.ndarray,
+    b: np.ndarray,
+    h0: np.ndarray | None,
+    c0: np.ndarray | None,
+    y: np.ndarray,
+    saved: Any,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """:func:`arraycore._nn_rnn.lstm_backward`, by whichever path ran the forward pass."""
+    n, t, _, h = _nn_rnn.check_lstm(np.isdtype, x, w, u, b, h0, c0)
+    if not isinstance(saved, _OneDNNLSTM):
+        return _nn_rnn.lstm_backward(np, dy, dh_n, dc_n, x, w, u, b, h0, c0, y, saved)
+
+    def given(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, np.float32) if a is None else np.ascontiguousarray(a, np.float32)
+
+    out = saved.plan.backward(
+        {
+            "x": np.ascontiguousarray(x),
+            "w": np.ascontiguousarray(w),
+            "u": np.ascontiguousarray(u),
+            "b": np.ascontiguousarray(b),
+            "h0": saved.h0,
+            "c0": saved.c0,
+            "y": np.ascontiguousarray(y),
+            "hn": saved.h_n,
+            "cn": saved.c_n,
+            "ws": saved.workspace,
+            "dy": given(dy, (n, t, h)),
+            "dhn": given(dh_n, (n, h)),
+            "dcn": given(dc_n, (n, h)),
+        }
+    )
+    return (
+        out["dx"],
+        out["dw"],
+        out["du"],
+        out["db"],
+        out["dh0"] if h0 is not None else None,
+        out["dc0"] if c0 is not None else None,
+    )

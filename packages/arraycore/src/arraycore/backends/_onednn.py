@@ -44,6 +44,11 @@ _CONV_DIRECT = 1
 _POOLING_MAX = 0x1FF
 _Q_SRC, _Q_DIFF_SRC, _Q_WEIGHTS, _Q_DIFF_WEIGHTS, _Q_DST, _Q_DIFF_DST = 129, 130, 131, 132, 133, 134
 _Q_WORKSPACE = 135
+_BACKWARD = 128
+_LEFT2RIGHT = 1
+# RNN arguments: the layer's input and output, the recurrent state h and cell state c
+_ARG_SRC_ITER, _ARG_SRC_ITER_C, _ARG_DST_ITER, _ARG_DST_ITER_C = 2, 3, 18, 19
+_ARG_WEIGHTS_ITER, _DIFF = 34, 128
 _ARG_SRC, _ARG_DST, _ARG_WEIGHTS, _ARG_BIAS, _ARG_WORKSPACE = 1, 17, 33, 41, 64
 _ARG_DIFF_SRC, _ARG_DIFF_DST, _ARG_DIFF_WEIGHTS = 129, 145, 161
 _STREAM_DEFAULT = 1
@@ -105,6 +110,10 @@ _SIGNATURES: dict[str, list[Any]] = {
     ],
     "dnnl_pooling_backward_primitive_desc_create": [
         POINTER(_P), _P, c_int, _P, _P, _Dims, _Dims, _Dims, _Dims, _Dims, _P, _P,
+    ],
+    "dnnl_lstm_forward_primitive_desc_create": [POINTER(_P), _P, c_int, c_int, *[_P] * 11, c_uint, _P],
+    "dnnl_lstm_backward_primitive_desc_create": [
+        POINTER(_P), _P, c_int, c_int, *[_P] * 22, c_uint, _P, _P,
     ],
     "dnnl_reorder_primitive_desc_create": [POINTER(_P), _P, _P, _P, _P, _P],
     "dnnl_primitive_create": [POINTER(_P), _P],
@@ -612,3 +621,176 @@ def max_pool_plan(win: Any, *dtypes: np.dtype) -> MaxPoolPlan | None:
         tuple(tuple(p) for p in win.pads),
     )
     return _plan(key, MaxPoolPlan)  # type: ignore[no-any-return]
+
+
+# -- LSTM -----------------------------------------------------------------------------------------
+def _strided_md(
+    lib: _Library, dims: tuple[int, ...], strides: tuple[int, ...] | None = None
+) -> Any:
+    """A float32 memory descriptor of ``dims`` with element ``strides`` (C order without)."""
+    if strides is None:
+        strides = tuple(int(np.prod(dims[i + 1 :])) for i in range(len(dims)))
+    md = c_void_p()
+    lib.lib.dnnl_memory_desc_create_with_strides(
+        byref(md), len(dims), _dims(dims), _F32, _dims(strides)
+    )
+    return md
+
+
+def _any_md(lib: _Library, dims: tuple[int, ...]) -> Any:
+    md = c_void_p()
+    lib.lib.dnnl_memory_desc_create_with_tag(byref(md), len(dims), _dims(dims), _F32, _TAG_ANY)
+    return md
+
+
+class LSTMPlan:
+    """oneDNN's LSTM primitive (forward training and backward) for one ``(N, T, C, H)``:
+    batch-first arrays as they are (oneDNN's ``ntc`` layout), the weights reordered into the
+    layouts it picked on each call, its workspace carried from forward to backward in ``saved``.
+    oneDNN accumulates the weight gradients, so their buffers are zeroed first."""
+
+    def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        _threads, n, t, c, h = key
+        self.lib, self.lock = lib, threading.Lock()
+        self.shapes = (n, t, c, h)
+        L = lib.lib  # noqa: N806
+        seq_in = _strided_md(lib, (t, n, c), (c, t * c, 1))  # dims (T, N, C), memory (N, T, C)
+        seq_out = _strided_md(lib, (t, n, h), (h, t * h, 1))
+        state = _strided_md(lib, (1, 1, n, h))
+        w_user, u_user = _strided_md(lib, (1, 1, c, 4, h)), _strided_md(lib, (1, 1, h, 4, h))
+        bias = _strided_md(lib, (1, 1, 4, h))
+        self.fwd, self.bwd = c_void_p(), c_void_p()
+        L.dnnl_lstm_forward_primitive_desc_create(
+            byref(self.fwd), lib.engine, _FORWARD_TRAINING, _LEFT2RIGHT,
+            seq_in, state, state, _any_md(lib, (1, 1, c, 4, h)), _any_md(lib, (1, 1, h, 4, h)),
+            None, None, bias, seq_out, state, state, 0, None,
+        )  # fmt: skip
+        L.dnnl_lstm_backward_primitive_desc_create(
+            byref(self.bwd), lib.engine, _BACKWARD, _LEFT2RIGHT,
+            seq_in, state, state, _any_md(lib, (1, 1, c, 4, h)), _any_md(lib, (1, 1, h, 4, h)),
+            None, None, bias, seq_out, state, state,
+            seq_in, state, state, _any_md(lib, (1, 1, c, 4, h)), _any_md(lib, (1, 1, h, 4, h)),
+            None, None, bias, seq_out, state, state, 0, self.fwd, None,
+        )  # fmt: skip
+        self.workspace_bytes = int(
+            L.dnnl_memory_desc_get_size(L.dnnl_primitive_desc_query_md(self.fwd, _Q_WORKSPACE, 0))
+        )
+        self.workspace_md = c_void_p(L.dnnl_primitive_desc_query_md(self.fwd, _Q_WORKSPACE, 0))
+
+        def memory(md: Any, own: bool = False) -> _Memory:
+            return _Memory(lib, md, own=own)
+
+        def reorder(src: _Memory, src_md: Any, dst: _Memory, dst_md: Any) -> _Step:
+            pd = c_void_p()
+            L.dnnl_reorder_primitive_desc_create(
+                byref(pd), src_md, lib.engine, dst_md, lib.engine, None
+            )
+            return _Step(lib, pd, [(_ARG_SRC, src), (_ARG_DST, dst)])
+
+        m = self.m = {
+            "x": memory(seq_in), "y": memory(seq_out), "w": memory(w_user), "u": memory(u_user),
+            "b": memory(bias), "h0": memory(state), "c0": memory(state), "hn": memory(state),
+            "cn": memory(state), "ws": memory(self.workspace_md),
+            "dx": memory(seq_in), "dy": memory(seq_out), "dw": memory(w_user), "du": memory(u_user),
+            "db": memory(bias), "dh0": memory(state), "dc0": memory(state), "dhn": memory(state),
+            "dcn": memory(state),
+        }  # fmt: skip
+        self.pre_f: list[_Step] = []
+        self.pre_b: list[_Step] = []
+        self.post_b: list[_Step] = []
+        self.zero: list[_Memory] = []
+        weights = {}
+        for pd, tag, pre in ((self.fwd, "f", self.pre_f), (self.bwd, "b", self.pre_b)):
+            for i, (name, user) in enumerate((("w", w_user), ("u", u_user))):
+                chosen = c_void_p(L.dnnl_primitive_desc_query_md(pd, _Q_WEIGHTS, i))
+                inner = memory(chosen, own=True)
+                pre.append(reorder(m[name], user, inner, chosen))
+                weights[tag + name] = inner
+        for i, (name, user) in enumerate((("dw", w_user), ("du", u_user))):
+            chosen = c_void_p(L.dnnl_primitive_desc_query_md(self.bwd, _Q_DIFF_WEIGHTS, i))
+            inner = memory(chosen, own=True)
+            self.zero.append(inner)
+            self.post_b.append(reorder(inner, chosen, m[name], user))
+            weights[name] = inner
+        common = [
+            (_ARG_SRC, m["x"]), (_ARG_SRC_ITER, m["h0"]), (_ARG_SRC_ITER_C, m["c0"]),
+            (_ARG_BIAS, m["b"]), (_ARG_DST, m["y"]), (_ARG_DST_ITER, m["hn"]),
+            (_ARG_DST_ITER_C, m["cn"]), (_ARG_WORKSPACE, m["ws"]),
+        ]  # fmt: skip
+        self.forward_step = _Step(lib, self.fwd, [
+            *common, (_ARG_WEIGHTS, weights["fw"]), (_ARG_WEIGHTS_ITER, weights["fu"]),
+        ])  # fmt: skip
+        self.backward_step = _Step(lib, self.bwd, [
+            *common, (_ARG_WEIGHTS, weights["bw"]), (_ARG_WEIGHTS_ITER, weights["bu"]),
+            (_DIFF + _ARG_SRC, m["dx"]), (_DIFF + _ARG_SRC_ITER, m["dh0"]),
+            (_DIFF + _ARG_SRC_ITER_C, m["dc0"]), (_DIFF + _ARG_WEIGHTS, weights["dw"]),
+            (_DIFF + _ARG_WEIGHTS_ITER, weights["du"]), (_DIFF + _ARG_BIAS, m["db"]),
+            (_DIFF + _ARG_DST, m["dy"]), (_DIFF + _ARG_DST_ITER, m["dhn"]),
+            (_DIFF + _ARG_DST_ITER_C, m["dcn"]),
+        ])  # fmt: skip
+
+    def _point(self, arrays: dict[str, np.ndarray]) -> None:
+        for name, a in arrays.items():
+            self.m[name].point(a)
+
+    def forward(
+        self,
+        x: np.ndarray,
+        w: np.ndarray,
+        u: np.ndarray,
+        b: np.ndarray,
+        h0: np.ndarray,
+        c0: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        n, t, _c, h = self.shapes
+        y = np.empty((n, t, h), np.float32)
+        hn, cn = np.empty((n, h), np.float32), np.empty((n, h), np.float32)
+        workspace = np.empty(self.workspace_bytes, np.uint8)
+        with self.lock:
+            self._point(
+                {
+                    "x": x,
+                    "w": w,
+                    "u": u,
+                    "b": b,
+                    "h0": h0,
+                    "c0": c0,
+                    "y": y,
+                    "hn": hn,
+                    "cn": cn,
+                    "ws": workspace,
+                }
+            )
+            for step in self.pre_f:
+                step()
+            self.forward_step()
+            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        return y, hn, cn, workspace
+
+    def backward(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        n, t, c, h = self.shapes
+        out = {
+            "dx": np.empty((n, t, c), np.float32), "dw": np.empty((c, 4 * h), np.float32),
+            "du": np.empty((h, 4 * h), np.float32), "db": np.zeros(4 * h, np.float32),
+            "dh0": np.empty((n, h), np.float32), "dc0": np.empty((n, h), np.float32),
+        }  # fmt: skip
+        with self.lock:
+            self._point({**arrays, **out})
+            for inner in self.zero:
+                assert inner.keep is not None
+                inner.keep.fill(0)
+            for step in self.pre_b:
+                step()
+            self.backward_step()
+            for step in self.post_b:
+                step()
+            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        return out
+
+
+def lstm_plan(n: int, t: int, c: int, h: int, *dtypes: np.dtype) -> LSTMPlan | None:
+    """The LSTM plan of these sizes, or ``None`` where oneDNN does not take it (no library, not
+    all float32, an empty batch)."""
+    if any(dt != np.float32 for dt in dtypes) or 0 in (n, t, c, h):
+        return None
+    return _plan((_threads_now(), n, t, c, h), LSTMPlan)  # type: ignore[no-any-return]

@@ -275,3 +275,59 @@ def batch_norm_backward(
         dgamma.append((grad * x_hat).sum())
         dbeta.append(grad.sum())
     return np.moveaxis(dx, 0, 1), np.array(dgamma), np.array(dbeta)
+
+
+def lstm(
+    x: np.ndarray,
+    w: np.ndarray,
+    u: np.ndarray,
+    b: np.ndarray,
+    h0: np.ndarray | None,
+    c0: np.ndarray | None,
+    dy: np.ndarray,
+    dh_n: np.ndarray,
+    dc_n: np.ndarray,
+) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """One LSTM layer step by step (gates ``i, f, g, o``) and backpropagation through time:
+    ``((y, h_n, c_n), (dx, dw, du, db, dh0, dc0))`` for the output gradients ``dy``, ``dh_n``,
+    ``dc_n``, all float64."""
+    x, w, u, b, dy, dh_n, dc_n = (np.asarray(a, np.float64) for a in (x, w, u, b, dy, dh_n, dc_n))
+    n, steps, _ = x.shape
+    hidden = u.shape[0]
+    h = np.zeros((n, hidden)) if h0 is None else np.asarray(h0, np.float64)
+    c = np.zeros((n, hidden)) if c0 is None else np.asarray(c0, np.float64)
+
+    def sigmoid(v: np.ndarray) -> np.ndarray:
+        out: np.ndarray = 1.0 / (1.0 + np.exp(-v))
+        return out
+
+    tape, ys = [], []
+    for t in range(steps):
+        z = x[:, t] @ w + h @ u + b
+        i, f, o = (sigmoid(z[:, k * hidden : (k + 1) * hidden]) for k in (0, 1, 3))
+        g = np.tanh(z[:, 2 * hidden : 3 * hidden])
+        c_new = f * c + i * g
+        tape.append((h, c, i, f, g, o, np.tanh(c_new)))
+        h, c = o * np.tanh(c_new), c_new
+        ys.append(h)
+    dx, dw, du, db = np.zeros_like(x), np.zeros_like(w), np.zeros_like(u), np.zeros_like(b)
+    dh, dc = dh_n.copy(), dc_n.copy()
+    for t in reversed(range(steps)):
+        h_prev, c_prev, i, f, g, o, tc = tape[t]
+        dh = dh + dy[:, t]
+        dc = dc + dh * o * (1.0 - tc * tc)
+        dz = np.concatenate(
+            [
+                dc * g * i * (1 - i),
+                dc * c_prev * f * (1 - f),
+                dc * i * (1 - g * g),
+                dh * tc * o * (1 - o),
+            ],
+            axis=1,
+        )
+        dx[:, t] = dz @ w.T
+        dw += x[:, t].T @ dz
+        du += h_prev.T @ dz
+        db += dz.sum(axis=0)
+        dh, dc = dz @ u.T, dc * f
+    return (np.stack(ys, axis=1), h, c), (dx, dw, du, db, dh, dc)

@@ -9,7 +9,7 @@ import numpy as np
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec
 from ..ops.math.activation import sigmoid, tanh
-from ..ops.nn.recurrent import lstm_sequence
+from ..ops.nn.recurrent import lstm, lstm_sequence
 from .recurrent import Recurrent
 
 
@@ -49,6 +49,16 @@ class LSTM(Recurrent):
         self._check_state(h, "initial_state h")
         self._check_state(c, "initial_state c")
         return h, c
+
+    def layer(self, x: Expr, state: Any) -> tuple[Expr, Any]:
+        """``ex.lstm``: projection, recurrence and their gradients in one backend kernel pair
+        (oneDNN's LSTM primitive on the NumPy backend where installed)."""
+        h0, c0 = (None, None) if state is None else state
+        p = self._params
+        out = lstm(x, p["weight"], p["recurrent_weight"], p["bias"], h0, c0)
+        steps = out.shape[1] - 1  # type: ignore[operator]
+        hs = out[:, :steps]
+        return hs, (out[:, steps - 1], out[:, steps])
 
     def sequence(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
         h0, c0 = (None, None) if state is None else state

@@ -85,7 +85,10 @@ class Recurrent(Layer):
         state = self.initial(initial_state)
         weight, bias = self._params["weight"], self._params["bias"]
         result: Expr
-        if self.fused and type(self).sequence is not Recurrent.sequence:
+        if self.fused and type(self).layer is not Recurrent.layer:
+            sequence, state = self.layer(x, state)
+            result = sequence if self.return_sequences else sequence[:, -1]
+        elif self.fused and type(self).sequence is not Recurrent.sequence:
             sequence, state = self.sequence(x @ weight + bias, state)
             result = sequence if self.return_sequences else sequence[:, -1]
         else:
@@ -97,6 +100,12 @@ class Recurrent(Layer):
             result = stack(outputs, axis=1) if self.return_sequences else outputs[-1]
         self.state = state
         return (result, state) if self.return_state else result
+
+    def layer(self, x: Expr, state: Any) -> tuple[Expr, Any]:
+        """The whole layer as one op: every output ``(N, T, units)`` and the final state, from the
+        input ``(N, T, features)`` (subclasses whose backends run a fused layer kernel override
+        it; it comes before :meth:`sequence`)."""
+        raise NotImplementedError
 
     def sequence(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
         """The fused recurrence: every output ``(N, T, units)`` and the final state, from the

@@ -491,3 +491,58 @@ def test_batch_norm_non_contiguous_input(xp: Any) -> None:
     assert_close(y, want_y.astype(np.float32), scale=100)
     assert_close(mean, want_mean.astype(np.float32), scale=100)
     assert_close(inv_std, want_inv.astype(np.float32), scale=100)
+
+
+# -- the LSTM layer ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(
+    ("n", "steps", "features", "hidden", "state"),
+    [(3, 5, 4, 6, True), (3, 5, 4, 6, False), (2, 1, 3, 8, True), (5, 7, 16, 16, False)],
+)
+def test_lstm_matches_reference(
+    xp: Any, dtype_name: str, n: int, steps: int, features: int, hidden: int, state: bool
+) -> None:
+    """``nn.lstm`` and ``nn.lstm_backward`` against a step-by-step float64 LSTM with
+    backpropagation through time: every output and every gradient, with and without an initial
+    state, one step included."""
+    dtype = _dtype(xp, dtype_name)
+    x = _random(31, (n, steps, features), dtype)
+    w = (_random(32, (features, 4 * hidden), dtype) * 0.3).astype(dtype)
+    u = (_random(33, (hidden, 4 * hidden), dtype) * 0.3).astype(dtype)
+    b = (_random(34, (4 * hidden,), dtype) * 0.3).astype(dtype)
+    h0 = _random(35, (n, hidden), dtype) if state else None
+    c0 = _random(36, (n, hidden), dtype) if state else None
+    dy = _random(37, (n, steps, hidden), dtype)
+    dh_n, dc_n = _random(38, (n, hidden), dtype), _random(39, (n, hidden), dtype)
+    want, want_grads = ref.lstm(x, w, u, b, h0, c0, dy, dh_n, dc_n)
+
+    def dev(a: np.ndarray | None) -> Any:
+        return None if a is None else xp.asarray(a)
+
+    y, h_n, c_n, saved = xp.nn.lstm(dev(x), dev(w), dev(u), dev(b), dev(h0), dev(c0))
+    assert tuple(y.shape) == (n, steps, hidden) and y.dtype == dtype
+    scale = steps * (features + hidden)
+    for got, expect in zip((y, h_n, c_n), want, strict=True):
+        assert_close(got, expect.astype(dtype), scale=scale)
+    grads = xp.nn.lstm_backward(
+        dev(dy), dev(dh_n), dev(dc_n), dev(x), dev(w), dev(u), dev(b), dev(h0), dev(c0), y, saved
+    )
+    for name, got, expect in zip(
+        ("dx", "dw", "du", "db", "dh0", "dc0"), grads, want_grads, strict=True
+    ):
+        if not state and name in ("dh0", "dc0"):
+            assert got is None, name
+            continue
+        assert got.dtype == dtype, name
+        assert_close(got, expect.astype(dtype), scale=scale * n)
+
+
+def test_lstm_errors_name_the_op_and_shapes(xp: Any) -> None:
+    x = xp.asarray(np.zeros((2, 3, 4), np.float32))
+    w, u, b = (xp.asarray(np.zeros(s, np.float32)) for s in ((4, 24), (6, 24), (24,)))
+    with pytest.raises(ValueError, match=r"nn\.lstm: .*w must be \(4, 24\)"):
+        xp.nn.lstm(x, xp.asarray(np.zeros((5, 24), np.float32)), u, b)
+    with pytest.raises(ValueError, match=r"nn\.lstm: h0 must be \(2, 6\)"):
+        xp.nn.lstm(x, w, u, b, xp.asarray(np.zeros((3, 6), np.float32)), None)
+    with pytest.raises(TypeError, match=r"nn\.lstm: x must be a real floating array"):
+        xp.nn.lstm(xp.asarray(np.zeros((2, 3, 4), np.int32)), w, u, b)

@@ -298,6 +298,79 @@ class GRUSequence(Op):
         return (1, 3) if n_inputs == 4 else (1,)
 
 
+class LSTMLayer(Op):
+    """A whole LSTM layer over ``x (N, T, C)``: input projection ``x @ w + b`` (``w (C, 4H)``,
+    ``b (4H,)``), recurrence with ``u (H, 4H)`` from ``h0, c0 (N, H)`` (zero without them), as
+    one backend kernel pair (``xp.nn.lstm`` / ``lstm_backward``: oneDNN's LSTM primitive on the
+    NumPy backend where installed, the reference elsewhere).
+
+    The output ``(N, T + 1, H)`` holds every step's hidden state (``[:, :T]``) and then the last
+    cell state (``[:, T]``); the residual is what the backend's backward pass needs.
+    """
+
+    name = "lstm"
+    has_residual = True
+    keep_inputs = True
+    keep_output = True  # its [:, :T] is the hidden states the backward pass reads
+    fresh_grads = True
+
+    def infer(self, x: Spec, w: Spec, u: Spec, b: Spec, *state: Spec) -> Spec:
+        if len(state) not in (0, 2):
+            raise ValueError(f"{self.name}: give both h0 and c0 or neither, got {len(state)}")
+        require_float(self.name, x, w, u, b, *state)
+        require_same_dtype(x=x, w=w, u=u, b=b, **{f"state{i}": s for i, s in enumerate(state)})
+        if x.ndim != 3 or w.ndim != 2 or b.ndim != 1:
+            raise ValueError(
+                f"{self.name}: needs x (N, T, C), w (C, 4H), u (H, 4H), b (4H,), got x "
+                f"{format_shape(x.shape)}, w {format_shape(w.shape)}, b {format_shape(b.shape)}"
+            )
+        hidden = _check_sequence(
+            self.name, 4, Spec((x.shape[0], x.shape[1], w.shape[1]), x.dtype), u, state
+        )
+        if w.shape[0] is not None and x.shape[2] is not None and w.shape[0] != x.shape[2]:
+            raise ValueError(
+                f"{self.name}: w must be ({x.shape[2]}, {4 * hidden}) for x "
+                f"{format_shape(x.shape)}, got {format_shape(w.shape)}"
+            )
+        if b.shape[0] is not None and b.shape[0] != 4 * hidden:
+            raise ValueError(f"{self.name}: b must be ({4 * hidden},), got {format_shape(b.shape)}")
+        steps = x.shape[1]
+        return Spec((x.shape[0], None if steps is None else steps + 1, hidden), x.dtype)
+
+    def forward(self, xp: ArrayNamespace, x: Any, w: Any, u: Any, b: Any, *state: Any) -> Any:
+        h0, c0 = state if state else (None, None)
+        y, _h_n, c_n, saved = xp.nn.lstm(x, w, u, b, h0, c0)
+        out = xp.concat([y, xp.expand_dims(c_n, axis=1)], axis=1)
+        return out, saved
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        x, w, u, b, *state = inputs
+        h0, c0 = state if state else (None, None)
+        steps = x.shape[1]
+        y = output[:, :steps]
+        grads = xp.nn.lstm_backward(
+            dy[:, :steps], None, dy[:, steps], x, w, u, b, h0, c0, y, residual
+        )
+        dx, dw, du, db, dh0, dc0 = grads
+        return (dx, dw, du, db) if not state else (dx, dw, du, db, dh0, dc0)
+
+
+def lstm(
+    x: Any, weight: Any, recurrent_weight: Any, bias: Any, h0: Any = None, c0: Any = None
+) -> Expr:
+    """A whole LSTM layer over ``x (N, T, C)`` as one op: ``(N, T + 1, H)``, every step's hidden
+    state in ``[:, :T]`` and the last cell state in ``[:, T]`` (see :class:`LSTMLayer`)."""
+    if (h0 is None) != (c0 is None):
+        raise ValueError("lstm: give both h0 and c0 or neither")
+    x = as_expr(x)
+    state = () if h0 is None else (as_expr(h0, x), as_expr(c0, x))
+    return LSTMLayer()(
+        x, as_expr(weight, x), as_expr(recurrent_weight, x), as_expr(bias, x), *state
+    )
+
+
 def lstm_sequence(xw: Any, recurrent_weight: Any, h0: Any = None, c0: Any = None) -> Expr:
     """Every step of an LSTM over the projected inputs ``xw (N, T, 4H)``: ``(2, N, T, H)``,
     hidden states in ``[0]`` and cell states in ``[1]`` (see the module docstring)."""
