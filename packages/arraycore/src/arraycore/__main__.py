@@ -102,7 +102,7 @@ def info(stream: Any = None) -> int:
     from .backends import _onednn
 
     print(
-        f"numpy convolutions and large matmuls (float32): {_onednn.status()} (docs/onednn.md)",
+        f"numpy oneDNN kernels (float32 conv, matmul, pool, LSTM): {_onednn.status()} (docs/onednn.md)",
         file=out,
     )
     if not usable:

@@ -1,5 +1,5 @@
-"""oneDNN convolutions and matrix products for the NumPy backend: an optional accelerator,
-through ctypes.
+"""oneDNN kernels for the NumPy backend (convolutions, matrix products, max-pool backward, the
+LSTM layer): an optional accelerator, through ctypes.
 
 ``pip install "arraycore[onednn]"`` installs oneDNN's CPU library (the ``onednn-cpu-gomp``
 wheel: ``libdnnl.so.3``, oneDNN 3.2 with GNU OpenMP threads, under ``sys.prefix/lib``); the
