@@ -73,8 +73,15 @@ def test_fused_state_is_the_last_step() -> None:
 
 def test_sequence_ops_name_bad_shapes() -> None:
     xw = ex.placeholder((None, 5, 12), name="xw")
-    with pytest.raises(ValueError, match=r"lstm_sequence: xw's last axis must be 4\*H = 16"):
-        _ = ex.lstm_sequence(xw, ex.placeholder((4, 16), name="u")).shape
+    x = ex.placeholder((None, 5, 3), name="x")
+    w, u, b = ex.placeholder((3, 16)), ex.placeholder((4, 16)), ex.placeholder((16,))
+    assert ex.lstm(x, w, u, b).shape == (None, 6, 4)
+    with pytest.raises(ValueError, match=r"lstm: w must be \(3, 16\)"):
+        _ = ex.lstm(x, ex.placeholder((2, 16)), u, b).shape
+    with pytest.raises(ValueError, match=r"lstm: U must be \(H, 4\*H\)"):
+        _ = ex.lstm(x, w, ex.placeholder((4, 12)), b).shape
+    with pytest.raises(ValueError, match=r"lstm: b must be \(16,\)"):
+        _ = ex.lstm(x, w, u, ex.placeholder((12,))).shape
     with pytest.raises(ValueError, match="gru_sequence: the recurrent bias must be"):
         _ = ex.gru_sequence(xw, ex.placeholder((4, 12)), ex.placeholder((4,))).shape
     with pytest.raises(ValueError, match="gru_sequence: the initial state must be"):
@@ -82,7 +89,7 @@ def test_sequence_ops_name_bad_shapes() -> None:
             xw, ex.placeholder((4, 12)), ex.placeholder((12,)), ex.placeholder((None, 5))
         ).shape
     with pytest.raises(ValueError, match="both h0 and c0"):
-        ex.lstm_sequence(xw, ex.placeholder((3, 12), name="u"), ex.placeholder((None, 3)))
+        ex.lstm(x, w, u, b, ex.placeholder((None, 4)))
 
 
 @pytest.mark.parametrize("state", [False, True])

@@ -142,7 +142,6 @@ def _gru_steps(lib, xw, u, b, h=None):
 
 def _recurrent_cases():
     n, t, h = 3, 4, 5
-    lstm = [(n, t, 4 * h), (h, 4 * h)]
     gru = [(n, t, 3 * h), (h, 3 * h), (3 * h,)]
     layer = [(n, t, 2), (2, 4 * h), (h, 4 * h), (4 * h,)]
     return [
@@ -168,29 +167,6 @@ def _recurrent_cases():
             lambda *a: _lstm_layer(np, *a),
             label="one step",
             torch=lambda T, *a: _lstm_layer(T, *a),
-        ),
-        OpCase(
-            "lstm_sequence",
-            ex.lstm_sequence,
-            lstm,
-            lambda *a: _lstm_steps(np, *a),
-            torch=lambda T, *a: _lstm_steps(T, *a),
-        ),
-        OpCase(
-            "lstm_sequence",
-            ex.lstm_sequence,
-            [*lstm, (n, h), (n, h)],
-            lambda *a: _lstm_steps(np, *a),
-            label="state",
-            torch=lambda T, *a: _lstm_steps(T, *a),
-        ),
-        OpCase(
-            "lstm_sequence",
-            ex.lstm_sequence,
-            [(2, 1, 8), (2, 8)],
-            lambda *a: _lstm_steps(np, *a),
-            label="one step",
-            torch=lambda T, *a: _lstm_steps(T, *a),
         ),
         OpCase(
             "gru_sequence",

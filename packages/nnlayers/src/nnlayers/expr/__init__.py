@@ -76,7 +76,7 @@ from ..ops.nn.convolution import conv2d, conv2d_transpose
 from ..ops.nn.dropout import drop_connect, dropout
 from ..ops.nn.normalization import batch_norm, layer_norm
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
-from ..ops.nn.recurrent import gru_sequence, lstm, lstm_sequence
+from ..ops.nn.recurrent import gru_sequence, lstm
 from ..ops.nn.softmax import log_softmax, softmax
 from .node import Constant, Expr, Placeholder, as_expr, constant, placeholder
 from .spec import Spec
@@ -90,7 +90,7 @@ __all__ = [
     "expand_dims", "flatten", "gelu", "getitem", "greater", "greater_equal", "gru_sequence", "hinge",
     "kl_standard_normal", "l1_penalty", "l2_penalty",
     "layer_norm", "leaky_relu", "less", "less_equal", "log", "log1p", "log_sigmoid",
-    "log_softmax", "lstm", "lstm_sequence", "matmul", "max", "max_pool2d", "maximum", "mean", "min", "minimum",
+    "log_softmax", "lstm", "matmul", "max", "max_pool2d", "maximum", "mean", "min", "minimum",
     "multiply", "negative", "norm", "not_equal", "one_hot", "pad", "permute_dims", "placeholder",
     "pow", "power", "relu", "reshape", "scaled_dot_product_attention", "sigmoid", "sigmoid_cross_entropy", "sin", "softmax",
     "softmax_cross_entropy", "softplus", "split", "sqrt", "square", "squared_error", "squeeze",

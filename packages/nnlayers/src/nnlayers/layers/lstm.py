@@ -9,7 +9,7 @@ import numpy as np
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec
 from ..ops.math.activation import sigmoid, tanh
-from ..ops.nn.recurrent import lstm, lstm_sequence
+from ..ops.nn.recurrent import lstm
 from .recurrent import Recurrent
 
 
@@ -59,12 +59,6 @@ class LSTM(Recurrent):
         steps = out.shape[1] - 1  # type: ignore[operator]
         hs = out[:, :steps]
         return hs, (out[:, steps - 1], out[:, steps])
-
-    def sequence(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
-        h0, c0 = (None, None) if state is None else state
-        both = lstm_sequence(projected, self._params["recurrent_weight"], h0, c0)
-        hs = both[0]
-        return hs, (hs[:, -1], both[1][:, -1])
 
     def step(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
         h, c = (None, None) if state is None else state

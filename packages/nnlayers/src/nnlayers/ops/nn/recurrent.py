@@ -1,22 +1,24 @@
-"""Recurrent sequences as single ops: ``lstm_sequence`` and ``gru_sequence``.
+"""Recurrent layers as single ops: ``lstm`` (a whole LSTM layer) and ``gru_sequence``.
 
-Both take the input projection of every time step at once (``xw = x @ weight + bias``, one GEMM
-over ``(N*T, D)`` made by the caller) and run the recurrence inside one op: per time step one
-GEMM with the recurrent weight and a handful of whole-block element-wise operations, forward and
-backward, so the graph holds one node per layer instead of a dozen per time step, and the
-weight gradient is one large GEMM over all steps. Everything goes through the arraycore
-namespace (matmul, ``tanh``, the array operators and ``__setitem__``), so every backend runs it;
-in-place operators are used only on arrays the op made, never on views (whether a slice is a
-view is up to the backend).
+``lstm(x, weight, recurrent_weight, bias, h0, c0)`` is one backend kernel pair,
+``xp.nn.lstm`` / ``xp.nn.lstm_backward`` (input projection, recurrence and every gradient):
+oneDNN's LSTM primitive on the NumPy backend where ``arraycore[onednn]`` is installed, arraycore's
+reference (:mod:`arraycore._nn_rnn`: one GEMM for the projection, per step one GEMM and
+whole-block element-wise updates) on every other backend. Its gates are the blocks ``i, f, g, o``
+of the ``4H`` columns, as in PyTorch and cuDNN::
 
-Conventions follow PyTorch and cuDNN. LSTM gates are the blocks ``i, f, g, o`` of the ``4H``
-columns::
-
-    i, f, o = sigmoid(z_i), sigmoid(z_f), sigmoid(z_o)    g = tanh(z_g)     z = xw_t + h @ U
+    i, f, o = sigmoid(z_i), sigmoid(z_f), sigmoid(z_o)    g = tanh(z_g)    z = x_t @ W + h @ U + b
     c_t = f * c_{t-1} + i * g                               h_t = o * tanh(c_t)
 
-GRU gates are ``r, u, n`` (``u`` is PyTorch's ``z``), with the recurrent bias inside the reset
-product (``reset_after``)::
+``gru_sequence`` takes the input projection of every time step at once (``xw = x @ weight +
+bias``, one GEMM over ``(N*T, D)`` made by the caller) and runs the recurrence inside one op:
+per time step one GEMM with the recurrent weight and a handful of whole-block element-wise
+operations, forward and backward, so the graph holds one node per layer instead of a dozen per
+time step, and the weight gradient is one large GEMM over all steps. Everything goes through the
+arraycore namespace (matmul, ``tanh``, the array operators and ``__setitem__``), so every
+backend runs it; in-place operators are used only on arrays the op made, never on views (whether
+a slice is a view is up to the backend). GRU gates are ``r, u, n`` (``u`` is PyTorch's ``z``),
+with the recurrent bias inside the reset product (``reset_after``)::
 
     r = sigmoid(xw_r + h @ U_r + b_r)    u = sigmoid(xw_u + h @ U_u + b_u)
     n = tanh(xw_n + r * (h @ U_n + b_n))  h_t = (1 - u) * n + u * h_{t-1}
@@ -73,140 +75,6 @@ def _c_order(xp: ArrayNamespace, a: Any) -> Any:
     """``a`` laid out row-major (a copy where it is a transposed view): BLAS multiplies a
     row-major right operand faster than a transposed one."""
     return xp.reshape(xp.reshape(a, (-1,)), a.shape)
-
-
-def _per_gate(xp: ArrayNamespace, values: tuple[float, ...], hidden: int, dtype: Any) -> Any:
-    """A ``(len(values) * hidden,)`` vector: ``values[k]`` over gate block ``k``'s columns."""
-    return xp.concat([xp.full((hidden,), v, dtype=dtype) for v in values])
-
-
-#: LSTM gates i, f, g, o: sigmoid(z) = 0.5 * tanh(0.5 z) + 0.5 on i, f, o; tanh(z) on g
-_LSTM_SCALE, _LSTM_SHIFT = (0.5, 0.5, 1.0, 0.5), (0.5, 0.5, 0.0, 0.5)
-#: the gates' derivatives as g * (ones - g): s * (1 - s) for the sigmoids, -g^2 (plus 1) for g
-_LSTM_ONES = (1.0, 1.0, 0.0, 1.0)
-
-
-class LSTMSequence(Op):
-    """The LSTM recurrence over projected inputs ``xw (N, T, 4H)`` with recurrent weight
-    ``U (H, 4H)`` and optionally the initial ``h0, c0 (N, H)`` (zero without them).
-
-    The output ``(2, N, T, H)`` holds every step's hidden state (``[0]``) and cell state
-    (``[1]``); the residual keeps the activated gates and ``tanh(c)`` for backward.
-    """
-
-    name = "lstm_sequence"
-    has_residual = True
-    keep_output = True
-    keep_inputs = (1,)
-    fresh_grads = True
-
-    def infer(self, xw: Spec, u: Spec, *state: Spec) -> Spec:
-        if len(state) not in (0, 2):
-            raise ValueError(f"{self.name}: give both h0 and c0 or neither, got {len(state)}")
-        hidden = _check_sequence(self.name, 4, xw, u, state)
-        return Spec((2, xw.shape[0], xw.shape[1], hidden), xw.dtype)
-
-    def forward(self, xp: ArrayNamespace, xw: Any, u: Any, *state: Any) -> Any:
-        n, t_len, g4 = concrete(xw.shape, self.name)
-        hidden = g4 // 4
-        out = xp.empty((2, n, t_len, hidden), dtype=xw.dtype)
-        gates = xp.empty((n, t_len, g4), dtype=xw.dtype)
-        tanh_c = xp.empty((n, t_len, hidden), dtype=xw.dtype)
-        scale = _per_gate(xp, _LSTM_SCALE, hidden, xw.dtype)
-        shift = _per_gate(xp, _LSTM_SHIFT, hidden, xw.dtype)
-        # the pre-activation scale (0.5 on the sigmoid blocks: exact) applied once to the
-        # projected inputs and the recurrent weight instead of at every step
-        xs, us = xw * scale, u * scale
-        h, c = state if state else (None, None)
-        for t in range(t_len):
-            if h is None:
-                z = xp.tanh(xs[:, t])
-            else:
-                z = xp.matmul(h, us)
-                z += xs[:, t]
-                z = xp.inplace.tanh(z, out=z)
-            z *= scale
-            z += shift
-            gates[:, t] = z
-            i, f, g, o = (z[:, k * hidden : (k + 1) * hidden] for k in range(4))
-            if c is None:
-                c = i * g
-            else:
-                c = f * c
-                c += i * g
-            tc = xp.tanh(c)
-            h = o * tc
-            out[0, :, t] = h
-            out[1, :, t] = c
-            tanh_c[:, t] = tc
-        return out, (gates, tanh_c)
-
-    def backward(
-        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
-    ) -> Grads:
-        u = inputs[1]
-        gates, tanh_c = residual
-        n, t_len, g4 = gates.shape
-        hidden = g4 // 4
-        has_state = len(needs) == 4
-        hs, cs = output[0], output[1]
-        # dz (pre-activation gradients) = partner * derivative * (dc or dh): the partners are
-        # i <- g, f <- c_prev, g <- i, o <- tanh(c); the loop multiplies by dc (i, f, g) or dh (o)
-        dz = xp.empty((n, t_len, g4), dtype=gates.dtype)
-        blk = [slice(k * hidden, (k + 1) * hidden) for k in range(4)]
-        dz[:, :, blk[0]] = gates[:, :, blk[2]]
-        dz[:, :, blk[2]] = gates[:, :, blk[0]]
-        dz[:, :, blk[3]] = tanh_c
-        if t_len > 1:
-            dz[:, 1:, blk[1]] = cs[:, :-1]
-        if has_state:
-            dz[:, 0, blk[1]] = inputs[3] if inputs[3] is not None else 0.0
-        else:
-            dz[:, 0, blk[1]] = 0.0
-        # the gates' derivatives: s * (1 - s) on the sigmoid blocks, 1 - g^2 on the g block
-        deriv = gates * (_per_gate(xp, _LSTM_ONES, hidden, gates.dtype) - gates)
-        deriv[:, :, blk[2]] = deriv[:, :, blk[2]] + 1.0
-        dz *= deriv
-        # dc's own factor from h_t = o * tanh(c_t): o * (1 - tanh(c)^2)
-        dcell = gates[:, :, blk[3]] * (1.0 - tanh_c * tanh_c)
-        u_t = _c_order(xp, xp.permute_dims(u, (1, 0)))
-        d_h, d_c = dy[0], dy[1]
-        mult = xp.empty((n, 4, hidden), dtype=gates.dtype)
-        flat = xp.reshape(mult, (n, g4))
-        dh_next = dc_next = None
-        for t in range(t_len - 1, -1, -1):
-            if dh_next is None:
-                dh = d_h[:, t]
-            else:  # the previous step's product: this op's own array
-                dh = dh_next
-                dh += d_h[:, t]
-            dc = dh * dcell[:, t]
-            dc += d_c[:, t]
-            if dc_next is not None:
-                dc += dc_next
-            mult[:, 0] = dc
-            mult[:, 1] = dc
-            mult[:, 2] = dc
-            mult[:, 3] = dh
-            dzt = dz[:, t] * flat
-            dz[:, t] = dzt
-            dc_next = dc * gates[:, t, blk[1]]
-            dh_next = xp.matmul(dzt, u_t)
-        dxw = dz if needs[0] else None
-        du = None
-        if needs[1]:
-            h_prev = xp.empty((n, t_len, hidden), dtype=gates.dtype)
-            h_prev[:, 0] = inputs[2] if has_state and inputs[2] is not None else 0.0
-            if t_len > 1:
-                h_prev[:, 1:] = hs[:, :-1]
-            du = xp.tensordot(h_prev, dz, axes=([0, 1], [0, 1]))
-        if not has_state:
-            return (dxw, du)
-        return (dxw, du, dh_next if needs[2] else None, dc_next if needs[3] else None)
-
-    def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
-        # U always; h0 for dU, c0 for the forget gate's gradient at the first step
-        return (1, 2, 3) if n_inputs == 4 else (1,)
 
 
 class GRUSequence(Op):
@@ -369,16 +237,6 @@ def lstm(
     return LSTMLayer()(
         x, as_expr(weight, x), as_expr(recurrent_weight, x), as_expr(bias, x), *state
     )
-
-
-def lstm_sequence(xw: Any, recurrent_weight: Any, h0: Any = None, c0: Any = None) -> Expr:
-    """Every step of an LSTM over the projected inputs ``xw (N, T, 4H)``: ``(2, N, T, H)``,
-    hidden states in ``[0]`` and cell states in ``[1]`` (see the module docstring)."""
-    if (h0 is None) != (c0 is None):
-        raise ValueError("lstm_sequence: give both h0 and c0 or neither")
-    xw = as_expr(xw)
-    state = () if h0 is None else (as_expr(h0, xw), as_expr(c0, xw))
-    return LSTMSequence()(xw, as_expr(recurrent_weight, xw), *state)
 
 
 def gru_sequence(xw: Any, recurrent_weight: Any, recurrent_bias: Any, h0: Any = None) -> Expr:
