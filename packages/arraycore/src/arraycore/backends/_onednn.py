@@ -5,16 +5,18 @@ LSTM layer): an optional accelerator, through ctypes.
 wheel: ``libdnnl.so.3``, oneDNN 3.2 with GNU OpenMP threads, under ``sys.prefix/lib``); the
 NumPy backend's float32 ``conv2d``, ``conv2d_backward_data`` and ``conv2d_backward_filter`` then
 run oneDNN's direct convolution kernels, the ones PyTorch's CPU convolutions run, instead of
-im2col + BLAS, and large float32 matrix products run on oneDNN's matmul (:func:`matmul`), so
-that all the multi-threaded work of a step shares one OpenMP pool. Without the library, for other dtypes, or with ``ARRAYCORE_ONEDNN=0``, the NumPy
-kernels of :mod:`arraycore.backends._numpy_nn` run as before: they stay the readable reference
-and the fallback. ``ARRAYCORE_ONEDNN_LIBRARY`` names another ``libdnnl.so.3``.
+im2col + BLAS; large float32 matrix products run on oneDNN's matmul (:func:`matmul`), so that
+all the multi-threaded work of a step shares one OpenMP pool; ``max_pool2d_backward`` uses
+oneDNN's argmax workspace (:class:`MaxPoolPlan`) and ``nn.lstm`` its LSTM primitive
+(:class:`LSTMPlan`). Without the library, for other dtypes, or with ``ARRAYCORE_ONEDNN=0``, the
+NumPy kernels of :mod:`arraycore.backends._numpy_nn` run as before: they stay the readable
+reference and the fallback. ``ARRAYCORE_ONEDNN_LIBRARY`` names another ``libdnnl.so.3``.
 
-How: one *plan* per convolution geometry (shapes, stride, padding, dilation), made on first use
-and cached: oneDNN primitives for forward (training), backward data and backward weights, each
-created with ``format_tag_any`` so oneDNN picks its blocked layouts, plus reorders between
-those and NCHW/OIHW, and memory objects re-pointed at the NumPy arrays of each call (no
-copies beyond the reorders). Enum values and prototypes are those of oneDNN's public headers
+How: one *plan* per geometry and OpenMP thread count, made on first use and cached (for a
+convolution: oneDNN primitives for forward training, backward data and backward weights, each
+created with ``format_tag_any`` so oneDNN picks its blocked layouts, plus reorders between those
+and NCHW/OIHW), with memory objects re-pointed at the NumPy arrays of each call (no copies
+beyond the reorders). Enum values and prototypes are those of oneDNN's public headers
 (``include/oneapi/dnnl/dnnl.h``, ``dnnl_types.h``), identical in v3.2 and v3.13, the C ABI of
 major version 3.
 """
