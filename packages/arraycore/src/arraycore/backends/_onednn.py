@@ -26,10 +26,12 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import math
 import os
 import sys
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from ctypes import POINTER, Structure, byref, c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
 from typing import Any
 
@@ -278,22 +280,65 @@ class _Step:
         self.lib.lib.dnnl_primitive_execute(self.prim, self.lib.stream, len(self.mems), self.args)
 
 
-class ConvPlan:
+def _md(
+    lib: _Library,
+    dims: tuple[int, ...],
+    *,
+    tag: int | None = None,
+    strides: tuple[int, ...] | None = None,
+) -> Any:
+    """A float32 memory descriptor of ``dims``: in format ``tag``, or with element ``strides``
+    (C order when neither is given)."""
+    md = c_void_p()
+    if tag is not None:
+        lib.lib.dnnl_memory_desc_create_with_tag(byref(md), len(dims), _dims(dims), _F32, tag)
+        return md
+    if strides is None:
+        strides = tuple(math.prod(dims[i + 1 :]) for i in range(len(dims)))
+    lib.lib.dnnl_memory_desc_create_with_strides(
+        byref(md), len(dims), _dims(dims), _F32, _dims(strides)
+    )
+    return md
+
+
+def _reorder(lib: _Library, src: _Memory, src_md: Any, dst: _Memory, dst_md: Any) -> _Step:
+    """A reorder step from ``src`` (laid out as ``src_md``) into ``dst`` (as ``dst_md``)."""
+    pd = c_void_p()
+    lib.lib.dnnl_reorder_primitive_desc_create(
+        byref(pd), src_md, lib.engine, dst_md, lib.engine, None
+    )
+    return _Step(lib, pd, [(_ARG_SRC, src), (_ARG_DST, dst)])
+
+
+class _Plan:
+    """What every plan shares: the library, the memory objects that are pointed at the caller's
+    arrays (by name, in :attr:`mem`), and a lock, since one call at a time may point them."""
+
+    def __init__(self, lib: _Library) -> None:
+        self.lib, self.lock = lib, threading.Lock()
+        self.mem: dict[str, _Memory] = {}
+
+    def _execute(self, arrays: dict[str, np.ndarray], steps: Iterable[Callable[[], None]]) -> None:
+        """Point the named memory objects at ``arrays``, run ``steps`` and wait for them."""
+        with self.lock:
+            for name, array in arrays.items():
+                self.mem[name].point(array)
+            for step in steps:
+                step()
+            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+
+
+class ConvPlan(_Plan):
     """The three convolution passes of one geometry, NCHW float32 arrays in and out."""
 
     def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        super().__init__(lib)
         _threads, xshape, wshape, yshape, stride, pads, dilation = key
-        self.lib, self.lock = lib, threading.Lock()
         self.xshape, self.wshape, self.yshape = xshape, wshape, yshape
         L = lib.lib  # noqa: N806
-
-        def md(shape: tuple[int, ...], tag: int) -> Any:
-            out = c_void_p()
-            L.dnnl_memory_desc_create_with_tag(byref(out), len(shape), _dims(shape), _F32, tag)
-            return out
-
-        plain = {"x": md(xshape, _TAG_ABCD), "w": md(wshape, _TAG_ABCD), "y": md(yshape, _TAG_ABCD)}
-        want = {k: md(s, _TAG_ANY) for k, s in (("x", xshape), ("w", wshape), ("y", yshape))}
+        shapes = {"x": xshape, "w": wshape, "y": yshape}
+        plain = {k: _md(lib, shape, tag=_TAG_ABCD) for k, shape in shapes.items()}
+        want = {k: _md(lib, shape, tag=_TAG_ANY) for k, shape in shapes.items()}
         geometry = (
             _dims(stride),
             _dims((dilation[0] - 1, dilation[1] - 1)),  # oneDNN: 0 is dense
@@ -313,25 +358,20 @@ class ConvPlan:
             byref(bwd_w), lib.engine, _CONV_DIRECT, want["x"], want["w"], None, want["y"],
             *geometry, fwd, None,
         )  # fmt: skip
-        self.user = {k: _Memory(lib, plain[k[-1]]) for k in ("x", "w", "y", "dx", "dw", "dy")}
+        self.mem = {k: _Memory(lib, plain[k[-1]]) for k in ("x", "w", "y", "dx", "dw", "dy")}
         self._pre: dict[str, list[_Step]] = {"fwd": [], "data": [], "filter": []}
         self._post: dict[str, list[_Step]] = {"fwd": [], "data": [], "filter": []}
 
         def operand(step: str, pd: Any, query: int, name: str, output: bool) -> _Memory:
             chosen = L.dnnl_primitive_desc_query_md(pd, query, 0)
-            user, user_md = self.user[name], plain[name[-1]]
+            user, user_md = self.mem[name], plain[name[-1]]
             if L.dnnl_memory_desc_equal(chosen, user_md):
                 return user
             inner = _Memory(lib, c_void_p(chosen), own=True)
-            src, dst = (inner, user) if output else (user, inner)
-            src_md, dst_md = (c_void_p(chosen), user_md) if output else (user_md, c_void_p(chosen))
-            reorder = c_void_p()
-            L.dnnl_reorder_primitive_desc_create(
-                byref(reorder), src_md, lib.engine, dst_md, lib.engine, None
-            )
-            (self._post if output else self._pre)[step].append(
-                _Step(lib, reorder, [(_ARG_SRC, src), (_ARG_DST, dst)])
-            )
+            if output:
+                self._post[step].append(_reorder(lib, inner, c_void_p(chosen), user, user_md))
+            else:
+                self._pre[step].append(_reorder(lib, user, user_md, inner, c_void_p(chosen)))
             return inner
 
         self._steps = {
@@ -353,15 +393,7 @@ class ConvPlan:
         }  # fmt: skip
 
     def _run(self, step: str, arrays: dict[str, np.ndarray]) -> None:
-        with self.lock:
-            for name, array in arrays.items():
-                self.user[name].point(array)
-            for r in self._pre[step]:
-                r()
-            self._steps[step]()
-            for r in self._post[step]:
-                r()
-            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        self._execute(arrays, [*self._pre[step], self._steps[step], *self._post[step]])
 
     def forward(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
         y = np.empty(self.yshape, np.float32)
@@ -444,43 +476,34 @@ MATMUL_MIN_WORK = 1 << 18
 _F32_DTYPE = np.dtype(np.float32)
 
 
-class MatmulPlan:
+class MatmulPlan(_Plan):
     """One float32 matrix product of given shapes and strides (any transposed or sliced 2-D
     views, batch dimensions broadcast as NumPy does) into a new C-contiguous array."""
 
     def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        super().__init__(lib)
         _threads, ashape, astrides, bshape, bstrides, self.yshape = key
-        self.lib, self.lock = lib, threading.Lock()
         L = lib.lib  # noqa: N806
-        mds = []
-        ystrides = tuple(int(np.prod(self.yshape[i + 1 :])) for i in range(len(self.yshape)))
-        for shape, strides in ((ashape, astrides), (bshape, bstrides), (self.yshape, ystrides)):
-            md = c_void_p()
-            L.dnnl_memory_desc_create_with_strides(
-                byref(md), len(shape), _dims(shape), _F32, _dims(strides)
-            )
-            mds.append(md)
+        mds = {
+            "a": _md(lib, ashape, strides=astrides),
+            "b": _md(lib, bshape, strides=bstrides),
+            "y": _md(lib, self.yshape),
+        }
         pd = c_void_p()
         try:
             L.dnnl_matmul_primitive_desc_create(
-                byref(pd), lib.engine, mds[0], mds[1], None, mds[2], None
+                byref(pd), lib.engine, mds["a"], mds["b"], None, mds["y"], None
             )
-            self.a, self.b, self.y = (_Memory(lib, md) for md in mds)
-            self.step = _Step(
-                lib, pd, [(_ARG_SRC, self.a), (_ARG_WEIGHTS, self.b), (_ARG_DST, self.y)]
-            )
+            self.mem = {name: _Memory(lib, md) for name, md in mds.items()}
+            args = [(_ARG_SRC, self.mem["a"]), (_ARG_WEIGHTS, self.mem["b"])]
+            self.step = _Step(lib, pd, [*args, (_ARG_DST, self.mem["y"])])
         finally:
-            for md in mds:
+            for md in mds.values():
                 L.dnnl_memory_desc_destroy(md)
 
     def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         y = np.empty(self.yshape, np.float32)
-        with self.lock:
-            self.a.point(a)
-            self.b.point(b)
-            self.y.point(y)
-            self.step()
-            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        self._execute({"a": a, "b": b, "y": y}, (self.step,))
         return y
 
 
@@ -552,18 +575,16 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
 
 
 # -- max pooling ----------------------------------------------------------------------------------
-class MaxPoolPlan:
+class MaxPoolPlan(_Plan):
     """Max-pool backward of one window geometry (NCHW float32): oneDNN's forward pass records
     each window's argmax in a workspace (one byte per output), and the backward pass hands
     ``dy`` to those positions, the first maximum of a window as in arraycore's reference."""
 
     def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        super().__init__(lib)
         _threads, self.xshape, self.yshape, kernel, stride, pads = key
-        self.lib, self.lock = lib, threading.Lock()
         L = lib.lib  # noqa: N806
-        x_md, y_md = c_void_p(), c_void_p()
-        L.dnnl_memory_desc_create_with_tag(byref(x_md), 4, _dims(self.xshape), _F32, _TAG_ABCD)
-        L.dnnl_memory_desc_create_with_tag(byref(y_md), 4, _dims(self.yshape), _F32, _TAG_ABCD)
+        x_md, y_md = _md(lib, self.xshape), _md(lib, self.yshape)
         geometry = (
             _dims(stride),
             _dims(kernel),
@@ -582,16 +603,25 @@ class MaxPoolPlan:
             workspace = _Memory(
                 lib, c_void_p(L.dnnl_primitive_desc_query_md(fwd, _Q_WORKSPACE, 0)), own=True
             )
-            self.x, self.dx = _Memory(lib, x_md), _Memory(lib, x_md)
-            self.dy = _Memory(lib, y_md)
-            self.y = _Memory(lib, y_md, own=True)  # the forward's output, not needed here
-            self.forward = _Step(
-                lib, fwd, [(_ARG_SRC, self.x), (_ARG_DST, self.y), (_ARG_WORKSPACE, workspace)]
-            )
-            self.backward = _Step(
-                lib,
-                bwd,
-                [(_ARG_DIFF_DST, self.dy), (_ARG_DIFF_SRC, self.dx), (_ARG_WORKSPACE, workspace)],
+            m = self.mem = {
+                "x": _Memory(lib, x_md),
+                "dx": _Memory(lib, x_md),
+                "dy": _Memory(lib, y_md),
+                "y": _Memory(lib, y_md, own=True),  # the forward's output, not needed here
+            }
+            self.steps = (
+                _Step(
+                    lib, fwd, [(_ARG_SRC, m["x"]), (_ARG_DST, m["y"]), (_ARG_WORKSPACE, workspace)]
+                ),
+                _Step(
+                    lib,
+                    bwd,
+                    [
+                        (_ARG_DIFF_DST, m["dy"]),
+                        (_ARG_DIFF_SRC, m["dx"]),
+                        (_ARG_WORKSPACE, workspace),
+                    ],
+                ),
             )
         finally:
             L.dnnl_memory_desc_destroy(x_md)
@@ -599,13 +629,7 @@ class MaxPoolPlan:
 
     def __call__(self, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
         dx = np.empty(self.xshape, np.float32)
-        with self.lock:
-            self.x.point(_c(x))
-            self.dy.point(_c(dy))
-            self.dx.point(dx)
-            self.forward()
-            self.backward()
-            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        self._execute({"x": _c(x), "dy": _c(dy), "dx": dx}, self.steps)
         return dx
 
 
@@ -626,73 +650,47 @@ def max_pool_plan(win: Any, *dtypes: np.dtype) -> MaxPoolPlan | None:
 
 
 # -- LSTM -----------------------------------------------------------------------------------------
-def _strided_md(
-    lib: _Library, dims: tuple[int, ...], strides: tuple[int, ...] | None = None
-) -> Any:
-    """A float32 memory descriptor of ``dims`` with element ``strides`` (C order without)."""
-    if strides is None:
-        strides = tuple(int(np.prod(dims[i + 1 :])) for i in range(len(dims)))
-    md = c_void_p()
-    lib.lib.dnnl_memory_desc_create_with_strides(
-        byref(md), len(dims), _dims(dims), _F32, _dims(strides)
-    )
-    return md
-
-
-def _any_md(lib: _Library, dims: tuple[int, ...]) -> Any:
-    md = c_void_p()
-    lib.lib.dnnl_memory_desc_create_with_tag(byref(md), len(dims), _dims(dims), _F32, _TAG_ANY)
-    return md
-
-
-class LSTMPlan:
+class LSTMPlan(_Plan):
     """oneDNN's LSTM primitive (forward training and backward) for one ``(N, T, C, H)``:
     batch-first arrays as they are (oneDNN's ``ntc`` layout), the weights reordered into the
     layouts it picked on each call, its workspace carried from forward to backward in ``saved``.
     oneDNN accumulates the weight gradients, so their buffers are zeroed first."""
 
     def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        super().__init__(lib)
         _threads, n, t, c, h = key
-        self.lib, self.lock = lib, threading.Lock()
         self.shapes = (n, t, c, h)
         L = lib.lib  # noqa: N806
-        seq_in = _strided_md(lib, (t, n, c), (c, t * c, 1))  # dims (T, N, C), memory (N, T, C)
-        seq_out = _strided_md(lib, (t, n, h), (h, t * h, 1))
-        state = _strided_md(lib, (1, 1, n, h))
-        w_user, u_user = _strided_md(lib, (1, 1, c, 4, h)), _strided_md(lib, (1, 1, h, 4, h))
-        bias = _strided_md(lib, (1, 1, 4, h))
+        seq_in = _md(lib, (t, n, c), strides=(c, t * c, 1))  # dims (T, N, C), memory (N, T, C)
+        seq_out = _md(lib, (t, n, h), strides=(h, t * h, 1))
+        state = _md(lib, (1, 1, n, h))
+        w_user, u_user = _md(lib, (1, 1, c, 4, h)), _md(lib, (1, 1, h, 4, h))
+        w_any, u_any = (
+            _md(lib, (1, 1, c, 4, h), tag=_TAG_ANY),
+            _md(lib, (1, 1, h, 4, h), tag=_TAG_ANY),
+        )
+        bias = _md(lib, (1, 1, 4, h))
         self.fwd, self.bwd = c_void_p(), c_void_p()
         L.dnnl_lstm_forward_primitive_desc_create(
             byref(self.fwd), lib.engine, _FORWARD_TRAINING, _LEFT2RIGHT,
-            seq_in, state, state, _any_md(lib, (1, 1, c, 4, h)), _any_md(lib, (1, 1, h, 4, h)),
-            None, None, bias, seq_out, state, state, 0, None,
+            seq_in, state, state, w_any, u_any, None, None, bias, seq_out, state, state, 0, None,
         )  # fmt: skip
         L.dnnl_lstm_backward_primitive_desc_create(
             byref(self.bwd), lib.engine, _BACKWARD, _LEFT2RIGHT,
-            seq_in, state, state, _any_md(lib, (1, 1, c, 4, h)), _any_md(lib, (1, 1, h, 4, h)),
-            None, None, bias, seq_out, state, state,
-            seq_in, state, state, _any_md(lib, (1, 1, c, 4, h)), _any_md(lib, (1, 1, h, 4, h)),
-            None, None, bias, seq_out, state, state, 0, self.fwd, None,
+            seq_in, state, state, w_any, u_any, None, None, bias, seq_out, state, state,
+            seq_in, state, state, w_any, u_any, None, None, bias, seq_out, state, state,
+            0, self.fwd, None,
         )  # fmt: skip
-        self.workspace_bytes = int(
-            L.dnnl_memory_desc_get_size(L.dnnl_primitive_desc_query_md(self.fwd, _Q_WORKSPACE, 0))
-        )
-        self.workspace_md = c_void_p(L.dnnl_primitive_desc_query_md(self.fwd, _Q_WORKSPACE, 0))
+        workspace_md = c_void_p(L.dnnl_primitive_desc_query_md(self.fwd, _Q_WORKSPACE, 0))
+        self.workspace_bytes = int(L.dnnl_memory_desc_get_size(workspace_md))
 
         def memory(md: Any, own: bool = False) -> _Memory:
             return _Memory(lib, md, own=own)
 
-        def reorder(src: _Memory, src_md: Any, dst: _Memory, dst_md: Any) -> _Step:
-            pd = c_void_p()
-            L.dnnl_reorder_primitive_desc_create(
-                byref(pd), src_md, lib.engine, dst_md, lib.engine, None
-            )
-            return _Step(lib, pd, [(_ARG_SRC, src), (_ARG_DST, dst)])
-
-        m = self.m = {
+        m = self.mem = {
             "x": memory(seq_in), "y": memory(seq_out), "w": memory(w_user), "u": memory(u_user),
             "b": memory(bias), "h0": memory(state), "c0": memory(state), "hn": memory(state),
-            "cn": memory(state), "ws": memory(self.workspace_md),
+            "cn": memory(state), "ws": memory(workspace_md),
             "dx": memory(seq_in), "dy": memory(seq_out), "dw": memory(w_user), "du": memory(u_user),
             "db": memory(bias), "dh0": memory(state), "dc0": memory(state), "dhn": memory(state),
             "dcn": memory(state),
@@ -700,19 +698,20 @@ class LSTMPlan:
         self.pre_f: list[_Step] = []
         self.pre_b: list[_Step] = []
         self.post_b: list[_Step] = []
-        self.zero: list[_Memory] = []
+        self.zero: list[np.ndarray] = []
         weights = {}
         for pd, tag, pre in ((self.fwd, "f", self.pre_f), (self.bwd, "b", self.pre_b)):
             for i, (name, user) in enumerate((("w", w_user), ("u", u_user))):
                 chosen = c_void_p(L.dnnl_primitive_desc_query_md(pd, _Q_WEIGHTS, i))
                 inner = memory(chosen, own=True)
-                pre.append(reorder(m[name], user, inner, chosen))
+                pre.append(_reorder(lib, m[name], user, inner, chosen))
                 weights[tag + name] = inner
         for i, (name, user) in enumerate((("dw", w_user), ("du", u_user))):
             chosen = c_void_p(L.dnnl_primitive_desc_query_md(self.bwd, _Q_DIFF_WEIGHTS, i))
             inner = memory(chosen, own=True)
-            self.zero.append(inner)
-            self.post_b.append(reorder(inner, chosen, m[name], user))
+            assert inner.keep is not None
+            self.zero.append(inner.keep)
+            self.post_b.append(_reorder(lib, inner, chosen, m[name], user))
             weights[name] = inner
         common = [
             (_ARG_SRC, m["x"]), (_ARG_SRC_ITER, m["h0"]), (_ARG_SRC_ITER_C, m["c0"]),
@@ -731,10 +730,6 @@ class LSTMPlan:
             (_DIFF + _ARG_DST_ITER_C, m["dcn"]),
         ])  # fmt: skip
 
-    def _point(self, arrays: dict[str, np.ndarray]) -> None:
-        for name, a in arrays.items():
-            self.m[name].point(a)
-
     def forward(
         self,
         x: np.ndarray,
@@ -748,25 +743,9 @@ class LSTMPlan:
         y = np.empty((n, t, h), np.float32)
         hn, cn = np.empty((n, h), np.float32), np.empty((n, h), np.float32)
         workspace = np.empty(self.workspace_bytes, np.uint8)
-        with self.lock:
-            self._point(
-                {
-                    "x": x,
-                    "w": w,
-                    "u": u,
-                    "b": b,
-                    "h0": h0,
-                    "c0": c0,
-                    "y": y,
-                    "hn": hn,
-                    "cn": cn,
-                    "ws": workspace,
-                }
-            )
-            for step in self.pre_f:
-                step()
-            self.forward_step()
-            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        arrays = {"x": x, "w": w, "u": u, "b": b, "h0": h0, "c0": c0}
+        outputs = {"y": y, "hn": hn, "cn": cn, "ws": workspace}
+        self._execute({**arrays, **outputs}, [*self.pre_f, self.forward_step])
         return y, hn, cn, workspace
 
     def backward(self, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -776,18 +755,18 @@ class LSTMPlan:
             "du": np.empty((h, 4 * h), np.float32), "db": np.zeros(4 * h, np.float32),
             "dh0": np.empty((n, h), np.float32), "dc0": np.empty((n, h), np.float32),
         }  # fmt: skip
-        with self.lock:
-            self._point({**arrays, **out})
-            for inner in self.zero:
-                assert inner.keep is not None
-                inner.keep.fill(0)
-            for step in self.pre_b:
-                step()
-            self.backward_step()
-            for step in self.post_b:
-                step()
-            self.lib.lib.dnnl_stream_wait(self.lib.stream)
+        steps: list[Callable[[], None]] = [
+            self._zero_weight_grads,
+            *self.pre_b,
+            self.backward_step,
+            *self.post_b,
+        ]
+        self._execute({**arrays, **out}, steps)
         return out
+
+    def _zero_weight_grads(self) -> None:
+        for buffer in self.zero:
+            buffer.fill(0)
 
 
 def lstm_plan(n: int, t: int, c: int, h: int, *dtypes: np.dtype) -> LSTMPlan | None:
