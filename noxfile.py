@@ -642,13 +642,13 @@ def bench(session: nox.Session) -> None:
     models, a transformer block, at one thread and at every core) each rewrite their block of
     ``docs/benchmarks.md``. ``torch==2.13.0`` is installed with plain pip, which takes the CPU
     build where pip's configuration offers one; without torch its column is skipped with a note.
-    arraycore comes with its ``onednn`` extra (oneDNN's convolutions on the NumPy backend).
+    arraycore comes with its ``cpu`` extra (oneDNN's and numba's kernels on the NumPy backend).
     ``ARRAYCORE_BACKEND=opencl`` (or ``cuda``) adds a column for that backend where its device
     exists. ``-- training ARGS`` or ``-- networks ARGS`` runs one script with its own arguments
     (``--quick``, ``--threads``, ``--only``, ``--json``).
     """
     nn = PACKAGES["nnlayers"]
-    session.install(*CORE.requirement("onednn"), *nn.requirement(), *selected_backend(), "pip")
+    session.install(*CORE.requirement("cpu"), *nn.requirement(), *selected_backend(), "pip")
     try:
         session.run("python", "-m", "pip", "install", "--quiet", TORCH)
     except nox.command.CommandFailed:

@@ -99,12 +99,13 @@ def info(stream: Any = None) -> int:
         if not row["usable"]:
             print(f"    why: {row['reason']}", file=out)
     thread_report(out)
-    from .backends import _onednn
+    from .backends import _numba, _onednn
 
     print(
         f"numpy oneDNN kernels (float32 conv, matmul, pool, LSTM): {_onednn.status()} (docs/onednn.md)",
         file=out,
     )
+    print(f"numpy numba kernels (float32 batch norm): {_numba.status()} (docs/onednn.md)", file=out)
     if not usable:
         print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
     return 0 if usable else 1

@@ -46,7 +46,7 @@ from ..nn_shapes import (
     conv_window,
     pool_window,
 )
-from . import _onednn
+from . import _numba, _onednn
 
 __all__ = [
     "conv2d",
@@ -315,7 +315,7 @@ def conv2d_transpose(
 # -- batch normalisation --------------------------------------------------------------------------
 def _channels(x: np.ndarray) -> np.ndarray:
     """``x`` as ``(N, C, positions)`` (a view; positions 1 for (N, C) input)."""
-    return x.reshape(x.shape[0], x.shape[1], -1)
+    return x.reshape(x.shape[0], x.shape[1], math.prod(x.shape[2:]))
 
 
 def _channel_sum(a3: np.ndarray) -> np.ndarray:
@@ -330,6 +330,9 @@ def batch_norm(
     """:func:`arraycore._nn_batchnorm.batch_norm` in four passes over ``x``: sum, centre,
     sum of squares (``einsum``, no temporary), scale and shift in place."""
     check_batch_norm(np.isdtype, x, gamma, beta, eps)
+    compiled = _numba.batch_norm(x, gamma, beta, eps)
+    if compiled is not None:
+        return compiled
     x3 = _channels(x)
     count = x3.shape[0] * x3.shape[2]
     dt = x.dtype
@@ -349,6 +352,9 @@ def batch_norm_backward(
     + c`` per channel, from two reductions (``sum(dy)``, ``sum(dy * (x - mean))``), without
     forming ``x_hat``."""
     check_batch_norm_backward(np.isdtype, dy, x, gamma, mean, inv_std)
+    compiled = _numba.batch_norm_backward(dy, x, gamma, mean, inv_std)
+    if compiled is not None:
+        return compiled
     x3, dy3 = _channels(x), _channels(dy)
     count = x3.shape[0] * x3.shape[2]
     dt = dy.dtype

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _openmp
+
 _SUCCESS = 0
 _F32 = 3
 _CPU = 1
@@ -125,34 +127,11 @@ _SIGNATURES: dict[str, list[Any]] = {
 }  # fmt: skip
 
 
-#: How long GNU OpenMP's idle threads spin before they sleep (libgomp's ``GOMP_SPINCOUNT``, in
-#: busy-wait iterations: about 0.1-0.3 ms). Its default (300,000 when ``OMP_WAIT_POLICY`` is
-#: unset) spins for milliseconds after each parallel region; sleeping at once (``PASSIVE``)
-#: costs a wake-up of tens of microseconds per call, which doubled a 2-thread LSTM step. A short
-#: spin keeps the threads warm between a step's calls and gives the cores back soon after.
-SPIN_COUNT = "10000"
-
-
-def _open(path: str) -> ctypes.CDLL:
-    """``dlopen`` the library with GNU OpenMP's idle threads spinning only briefly
-    (:data:`SPIN_COUNT`), unless the user chose ``OMP_WAIT_POLICY`` or ``GOMP_SPINCOUNT``: libgomp
-    reads them when it is loaded, so the variable is set only for that moment. (OpenBLAS's
-    threads, which spin for about 0.1 s after each call, stay idle: large float32 products run
-    here too, see :func:`matmul`.)"""
-    if "OMP_WAIT_POLICY" in os.environ or "GOMP_SPINCOUNT" in os.environ:
-        return ctypes.CDLL(path)
-    os.environ["GOMP_SPINCOUNT"] = SPIN_COUNT
-    try:
-        return ctypes.CDLL(path)
-    finally:
-        os.environ.pop("GOMP_SPINCOUNT", None)
-
-
 class _Library:
     """The loaded ``libdnnl.so.3`` with its prototypes, one CPU engine and one stream."""
 
     def __init__(self, path: str) -> None:
-        lib = _open(path)
+        lib = _openmp.open_library(path)
         for name, argtypes in _SIGNATURES.items():
             fn = getattr(lib, name)
             fn.argtypes, fn.restype, fn.errcheck = argtypes, c_int, _check

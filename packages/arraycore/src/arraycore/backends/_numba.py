@@ -1,0 +1,124 @@
+"""numba kernels for the NumPy backend: an optional accelerator for the element-wise and
+reduction work between the convolutions and products (batch normalisation today).
+
+``pip install "arraycore[numba]"`` (or ``arraycore[cpu]``, with oneDNN) installs numba; the
+NumPy backend's float32 ``nn.batch_norm`` and ``nn.batch_norm_backward`` then run the compiled
+loops of :mod:`._numba_kernels`: one or two passes over memory instead of the NumPy code's five
+to eight, spread over the OpenMP threads. Without numba, for other dtypes and layouts, or with
+``ARRAYCORE_NUMBA=0``, the NumPy code of :mod:`._numpy_nn` runs: it stays the readable reference
+and the fallback.
+
+Threads: numba's ``omp`` threading layer runs on the process's GNU OpenMP pool, the one oneDNN's
+kernels use (:mod:`._openmp`), so the two never fight for the cores; arraycore puts ``omp`` first
+in numba's threading-layer priority unless ``NUMBA_THREADING_LAYER`` or
+``NUMBA_THREADING_LAYER_PRIORITY`` says otherwise, and each call uses the OpenMP thread count in
+force (``OMP_NUM_THREADS``, :func:`arraycore.set_threads`), capped at ``NUMBA_NUM_THREADS``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import _openmp
+
+_LOCK = threading.Lock()
+_STATE: dict[str, Any] = {}
+
+
+def kernels() -> Any:
+    """The compiled kernels' module, or ``None`` (then :func:`status` says why); loaded once."""
+    if "kernels" not in _STATE:
+        with _LOCK:
+            if "kernels" not in _STATE:
+                _STATE["kernels"], _STATE["why"] = _load()
+    return _STATE["kernels"]
+
+
+def _load() -> tuple[Any, str]:
+    if os.environ.get("ARRAYCORE_NUMBA", "").strip() == "0":
+        return None, "off (ARRAYCORE_NUMBA=0)"
+    try:
+        import numba
+    except ImportError:
+        return None, 'not installed (pip install "arraycore[numba]")'
+    _openmp.runtime()  # libgomp, with its short spin, before numba's OpenMP layer loads it
+    if not {"NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY"} & set(os.environ):
+        layers = list(getattr(numba.config, "THREADING_LAYER_PRIORITY", ()))
+        numba.config.THREADING_LAYER_PRIORITY = ["omp"] + [x for x in layers if x != "omp"]  # type: ignore[attr-defined]
+    try:
+        from . import _numba_kernels
+    except Exception as exc:  # numba too old or too new for this NumPy, say
+        return None, f"numba {numba.__version__} unusable: {exc}"
+    _STATE["numba"] = numba
+    return _numba_kernels, ""
+
+
+def status() -> str:
+    """One line for ``arraycore info``: numba's version and threading layer, or why not."""
+    if kernels() is None:
+        return str(_STATE["why"])
+    numba = _STATE["numba"]
+    try:
+        layer = f"threading layer {numba.threading_layer()}"
+    except ValueError:  # no parallel kernel has run yet
+        layer = "threading layer chosen at first use, " + "/".join(
+            getattr(numba.config, "THREADING_LAYER_PRIORITY", ())
+        )
+    return f"numba {numba.__version__} ({layer})"
+
+
+def _run(kernel: str, *args: Any) -> bool:
+    """Run ``kernel`` on ``args`` with the OpenMP thread count in force; ``False`` (and numba
+    off for the rest of the process, with the reason in :func:`status`) if numba fails."""
+    numba = _STATE["numba"]
+    wanted = min(
+        _openmp.max_threads() or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS
+    )
+    try:
+        if numba.get_num_threads() != wanted:
+            numba.set_num_threads(wanted)
+        getattr(_STATE["kernels"], kernel)(*args)
+    except numba.core.errors.NumbaError as exc:
+        _STATE["kernels"], _STATE["why"] = None, f"{kernel} failed to compile: {exc}"
+        return False
+    return True
+
+
+def _takes(*arrays: np.ndarray) -> bool:
+    """Whether the kernels take these operands: all float32 and C-contiguous."""
+    return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+
+
+def batch_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(y, mean, inv_std)`` of training-mode batch normalisation (the arguments already
+    checked), or ``None`` where the kernels do not take it."""
+    if x.ndim < 2 or x.size == 0 or not _takes(x, gamma, beta) or kernels() is None:
+        return None
+    x3 = x.reshape(x.shape[0], x.shape[1], -1)
+    y = np.empty_like(x3)
+    mean, inv_std = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
+    if not _run("batch_norm", x3, gamma, beta, float(eps), y, mean, inv_std):
+        return None
+    return y.reshape(x.shape), mean, inv_std
+
+
+def batch_norm_backward(
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray, inv_std: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(dx, dgamma, dbeta)`` of :func:`batch_norm` (the arguments already checked), or
+    ``None`` where the kernels do not take it."""
+    if x.ndim < 2 or x.size == 0 or not _takes(dy, x, gamma, mean, inv_std) or kernels() is None:
+        return None
+    x3 = x.reshape(x.shape[0], x.shape[1], -1)
+    dx = np.empty_like(x3)
+    dgamma, dbeta = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
+    args = (dy.reshape(x3.shape), x3, gamma, mean, inv_std, dx, dgamma, dbeta)
+    if not _run("batch_norm_backward", *args):
+        return None
+    return dx.reshape(x.shape), dgamma, dbeta

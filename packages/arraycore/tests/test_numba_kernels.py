@@ -1,0 +1,135 @@
+"""The NumPy backend's numba kernels (``arraycore[numba]``): float32 batch normalisation forward
+and backward against a float64 reference, NaN kept to its channel, the NumPy code for what the
+kernels do not take, and the OpenMP thread count followed."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import arraycore
+from arraycore.backends import _numba
+from arraycore.testing import nn_reference
+
+xp = arraycore.namespace("numpy")
+
+SHAPES = [(32, 16, 8, 8), (7, 5, 3, 9), (64, 12), (1, 4, 1, 1), (3, 2, 1, 17)]
+
+
+@pytest.fixture
+def kernels():
+    if _numba.kernels() is None:
+        pytest.skip(f"numba accelerator: {_numba.status()}")
+    return _numba
+
+
+def _data(shape, seed=0):
+    rng = np.random.default_rng(seed)
+    c = shape[1]
+    x = (rng.normal(size=shape) * 3 + 2).astype(np.float32)
+    dy = rng.normal(size=shape).astype(np.float32)
+    gamma = rng.normal(size=c).astype(np.float32)
+    beta = rng.normal(size=c).astype(np.float32)
+    return x, dy, gamma, beta
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_batch_norm_matches_the_float64_reference(kernels, shape) -> None:
+    x, dy, gamma, beta = _data(shape)
+    got = kernels.batch_norm(x, gamma, beta, 1e-3)
+    assert got is not None  # the kernel took it
+    y, mean, inv_std = got
+    want_y, want_mean, want_inv = nn_reference.batch_norm(x, gamma, beta, 1e-3)
+    assert (y.shape, y.dtype, mean.dtype, inv_std.dtype) == (
+        x.shape,
+        np.float32,
+        np.float32,
+        np.float32,
+    )
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(inv_std, want_inv, rtol=1e-5)
+    # the namespace's op is the kernel's result
+    for a, b in zip(xp.nn.batch_norm(x, gamma, beta, eps=1e-3), got, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    grads = kernels.batch_norm_backward(dy, x, gamma, mean, inv_std)
+    assert grads is not None
+    want = nn_reference.batch_norm_backward(dy, x, gamma, 1e-3)
+    for g, w in zip(grads, want, strict=True):
+        assert g.dtype == np.float32 and g.shape == w.shape
+        scale = float(np.abs(w).max()) or 1.0
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * scale)
+    for a, b in zip(xp.nn.batch_norm_backward(dy, x, gamma, mean, inv_std), grads, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_nan_stays_in_its_channel(kernels) -> None:
+    x, dy, gamma, beta = _data((4, 3, 5, 5))
+    x[2, 1, 3, 3] = np.nan
+    y, mean, inv_std = kernels.batch_norm(x, gamma, beta, 1e-5)
+    assert np.isnan(y[:, 1]).all() and np.isnan(mean[1])
+    assert np.isfinite(y[:, [0, 2]]).all() and np.isfinite(mean[[0, 2]]).all()
+    dx, dgamma, dbeta = kernels.batch_norm_backward(dy, x, gamma, mean, inv_std)
+    assert np.isnan(dx[:, 1]).all() and np.isfinite(dx[:, [0, 2]]).all()
+    assert np.isnan(dgamma[1]) and np.isfinite(dbeta).all()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["float64", "strided", "empty batch"],
+)
+def test_what_the_kernels_do_not_take_runs_the_numpy_code(kernels, case) -> None:
+    x, _, gamma, beta = _data((6, 4, 5, 5))
+    if case == "float64":
+        x, gamma, beta = x.astype(np.float64), gamma.astype(np.float64), beta.astype(np.float64)
+    elif case == "strided":
+        x = np.repeat(x, 2, axis=3)[..., ::2]
+    else:
+        x = x[:0]
+    assert kernels.batch_norm(x, gamma, beta, 1e-5) is None
+    y, mean, inv_std = xp.nn.batch_norm(x, gamma, beta)
+    if x.size:
+        np.testing.assert_allclose(
+            y, nn_reference.batch_norm(x, gamma, beta, 1e-5)[0], rtol=1e-4, atol=1e-4
+        )
+    assert y.shape == x.shape and y.dtype == x.dtype
+    assert mean.shape == inv_std.shape == (4,)
+
+
+def test_kernels_follow_the_openmp_thread_count(kernels) -> None:
+    import numba
+
+    x, _, gamma, beta = _data((8, 4, 6, 6))
+    with arraycore.threads(1):
+        kernels.batch_norm(x, gamma, beta, 1e-5)
+        assert numba.get_num_threads() == 1
+    kernels.batch_norm(x, gamma, beta, 1e-5)
+    from arraycore.backends import _openmp
+
+    want = min(
+        _openmp.max_threads() or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS
+    )
+    assert numba.get_num_threads() == want
+    if _openmp.max_threads():  # libgomp present: one OpenMP pool, oneDNN's and numba's
+        assert numba.threading_layer() == "omp"
+    assert "numba " in kernels.status()
+
+
+def test_switched_off_by_the_environment() -> None:
+    code = (
+        "import numpy as np, arraycore\n"
+        "from arraycore.backends import _numba\n"
+        "x = np.ones((4, 3), np.float32); g = np.ones(3, np.float32)\n"
+        "arraycore.namespace('numpy').nn.batch_norm(x, g, g)\n"
+        "print(_numba.status())\n"
+    )
+    env = dict(os.environ, ARRAYCORE_NUMBA="0")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "off (ARRAYCORE_NUMBA=0)"
