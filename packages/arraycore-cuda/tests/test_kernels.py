@@ -293,8 +293,25 @@ def test_softmax_cross_entropy_rows(ocl: OpenCLRunner, dtype: str) -> None:
     assert got_rows[7] == 0 and got_rows[8] == 0
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gelu_kernels(ocl: OpenCLRunner, dtype: str) -> None:
+    """GELU forward and backward against arraycore's reference, over both saturated tails (the
+    gradient at -12 is 0, not a tanh rounding error times x**3), NaN and +inf."""
+    _needs(ocl, dtype)
+    x = np.concatenate([np.linspace(-12, 12, 97), [np.nan, np.inf, 0.0]]).astype(dtype)
+    dy = _random(40, x.shape, dtype)
+    n = x.size
+    with np.errstate(invalid="ignore"):  # as PyTorch: gelu(-inf) and the slope at +-inf are NaN
+        want, want_dx = XP.nn.gelu(x), XP.nn.gelu_backward(dy, x)
+    got = ocl.run("gelu", n, x.shape, dtype, x)
+    _close(got, want, dtype, 4)
+    got_dx = ocl.run("gelu_backward", n, x.shape, dtype, dy, x)
+    _close(got_dx, want_dx, dtype, 4)
+    assert abs(got_dx[0]) < 1e-30 and abs(got[0]) < 1e-30 and got[-2] == np.inf  # x = -12; +inf
+
+
 def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
-    tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows"}
+    tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
     assert tested == set(KERNELS)

@@ -535,7 +535,7 @@ class OpenCLBackend(Backend, OpenCLKernels):
     def overrides(self) -> dict[str, Any]:
         """Convolutions (KernelHost's host code on this backend's strided im2col / col2im
         kernels + CLBlast GEMM), max pooling kernels, and the shared kernels of
-        :mod:`arraycore.device_kernels` for average pooling and the softmax family; sort and
+        :mod:`arraycore.device_kernels` for average pooling, the softmax family and GELU; sort and
         argsort as a bitonic network (:mod:`arraycore_opencl._sort`)."""
         from . import _sort
 
@@ -552,6 +552,8 @@ class OpenCLBackend(Backend, OpenCLKernels):
             "nn.softmax": self.shared_softmax,
             "nn.log_softmax": self.shared_log_softmax,
             "nn.softmax_cross_entropy": self.shared_softmax_cross_entropy,
+            "nn.gelu": self.shared_gelu,
+            "nn.gelu_backward": self.shared_gelu_backward,
         }
 
     # -- random numbers ----------------------------------------------------------------------------

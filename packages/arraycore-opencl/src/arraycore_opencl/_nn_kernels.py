@@ -72,7 +72,7 @@ class OpenCLKernels(KernelHost):
         out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
         return self._nn_launch("max_pool_backward", win, out, x, dy)
 
-    # -- KernelHost: arraycore's shared kernels (average pooling, softmax family) --------------
+    # -- KernelHost: arraycore's shared kernels (average pooling, softmax family, GELU) --------
     # The CUDA backend runs the same kernel bodies and the same host code (KernelHost).
     def kernel_empty(self, shape: tuple[int, ...], dtype: np.dtype) -> OpenCLArray:
         return self._empty(shape, dtype)

@@ -102,7 +102,7 @@ def info(stream: Any = None) -> int:
     from .backends import _numba, _onednn
 
     print(
-        f"numpy oneDNN kernels (float32 conv, matmul, pool, LSTM): {_onednn.status()} (docs/onednn.md)",
+        f"numpy oneDNN kernels (float32 conv, matmul, pool, LSTM, GELU): {_onednn.status()} (docs/onednn.md)",
         file=out,
     )
     print(f"numpy numba kernels (float32 batch norm): {_numba.status()} (docs/onednn.md)", file=out)

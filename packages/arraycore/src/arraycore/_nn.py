@@ -32,6 +32,7 @@ function reads an array's values on the host (no synchronisation).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -59,6 +60,8 @@ __all__ = [
     "conv2d_backward_data",
     "conv2d_backward_filter",
     "conv2d_transpose",
+    "gelu",
+    "gelu_backward",
     "log_softmax",
     "logsumexp",
     "lstm",
@@ -371,6 +374,52 @@ def avg_pool2d_backward(
     for rows, cols in _pool_taps(win):
         dxpad[:, :, rows, cols] += share
     return _crop(dxpad, win)
+
+
+# -- GELU ---------------------------------------------------------------------------------------
+#: The constants of GELU's tanh approximation ``0.5 x (1 + tanh(K (x + C x**3)))``.
+GELU_K, GELU_C = math.sqrt(2.0 / math.pi), 0.044715
+
+
+def check_gelu(op: str, isdtype: Any, approximate: str, **arrays: Array) -> None:
+    """Raise unless ``approximate`` is ``"tanh"`` and ``arrays`` share one shape and one real
+    floating dtype."""
+    if approximate != "tanh":
+        raise ValueError(
+            f"{op}: approximate must be 'tanh' (the tanh approximation, PyTorch's "
+            f"approximate='tanh'), got {approximate!r}"
+        )
+    check_float(op, isdtype, **arrays)
+    shapes = {name: tuple(a.shape) for name, a in arrays.items()}
+    if len(set(shapes.values())) > 1:
+        listing = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(f"{op}: shapes differ ({listing})")
+
+
+def _gelu_gate(xp: Namespace, x: Array) -> tuple[Array, Array]:
+    """``(u, s)``: ``u = K x (1 + C x**2)`` and the gate ``s = 0.5 (1 + tanh(u))`` (products,
+    no ``pow``)."""
+    u = x * (GELU_K + (GELU_K * GELU_C) * (x * x))
+    return u, 0.5 + 0.5 * xp.tanh(u)
+
+
+def gelu(xp: Namespace, x: Array, *, approximate: str = "tanh") -> Array:
+    """GELU, tanh approximation: ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, as
+    ``torch.nn.functional.gelu(x, approximate="tanh")``."""
+    check_gelu("gelu", xp, approximate, x=x)
+    return x * _gelu_gate(xp, x)[1]
+
+
+def gelu_backward(xp: Namespace, dy: Array, x: Array, *, approximate: str = "tanh") -> Array:
+    """Gradient of :func:`gelu` at ``x`` times ``dy``: ``dy (s + x ds/dx)``, ``ds/dx = 2 s (1 - s)
+    u'``. ``s (1 - s)`` is written ``e / (1 + e)**2`` with ``e = exp(-2 |u|) <= 1``, exact in
+    both tails: from ``1 - tanh(u)**2`` a tanh one ulp short of -1 at ``x = -12`` (OpenCL allows
+    it) times ``x u'`` would give 1e-5 where the gradient is 0."""
+    check_gelu("gelu_backward", xp, approximate, dy=dy, x=x)
+    u, s = _gelu_gate(xp, x)
+    e = xp.exp(-2.0 * xp.abs(u))
+    q = e / ((1.0 + e) * (1.0 + e))
+    return dy * (s + (q * ((2.0 * GELU_K) + (6.0 * GELU_K * GELU_C) * (x * x))) * x)
 
 
 # -- softmax family -----------------------------------------------------------------------------

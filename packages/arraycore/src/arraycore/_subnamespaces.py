@@ -126,6 +126,14 @@ class NNNamespace(_SubNamespace):
             self._xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
         )
 
+    def gelu(self, x: Array, *, approximate: str = "tanh") -> Array:
+        """GELU, tanh approximation (PyTorch's ``gelu(x, approximate="tanh")``)."""
+        return _nn.gelu(self._xp, x, approximate=approximate)
+
+    def gelu_backward(self, dy: Array, x: Array, *, approximate: str = "tanh") -> Array:
+        """Gradient of :meth:`gelu` at ``x``, times ``dy``."""
+        return _nn.gelu_backward(self._xp, dy, x, approximate=approximate)
+
     def softmax(self, x: Array, axis: int = -1) -> Array:
         """Numerically stable softmax along ``axis``."""
         return _nn.softmax(self._xp, x, axis)

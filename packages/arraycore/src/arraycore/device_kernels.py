@@ -26,7 +26,8 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``max_pool(n, out, x, GEOM)``, ``max_pool_backward(n, out, x, dy, GEOM)``;
 - ``avg_pool(n, out, x, GEOM, include_pad)``, ``avg_pool_backward(n, out, dy, GEOM, include_pad)``;
 - ``softmax_rows(rows, cols, out, x, log_mode)``;
-- ``softmax_xent_rows(rows, cols, dlogits, row_loss, x, labels_int64, scale)``.
+- ``softmax_xent_rows(rows, cols, dlogits, row_loss, x, labels_int64, scale)``;
+- ``gelu(n, out, x)``, ``gelu_backward(n, out, dy, x)``: GELU's tanh approximation, one pass.
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ KERNELS = (
     "avg_pool_backward",
     "softmax_rows",
     "softmax_xent_rows",
+    "gelu",
+    "gelu_backward",
 )
 
 #: dtypes the kernels are built for (float16 needs conversions the source does not have).
@@ -334,6 +337,36 @@ KERNEL void softmax_xent_rows(const i64 rows, const i64 cols, GLOBAL T* dlogits,
     }
     row_loss[r] = hit ? -scale * ((row[label] - m) - ls) : (T)0;
 }
+
+/* GELU, tanh approximation, with its gate s = 0.5 (1 + tanh(u)) = sigmoid(2u) written through
+   e = exp(-2|u|) <= 1: s = 1 / (1 + e) for u >= 0, e / (1 + e) below, and s (1 - s) = e / (1 + e)^2,
+   so both tails are exact (no 1 + tanh(u) cancellation that x**3 would magnify in backward). */
+FUNC void gelu_gate(const T x, T* s, T* ds) {
+    const T k = (T)0.7978845608028654, kc = (T)(0.7978845608028654 * 0.044715);
+    const T u = x * (k + kc * x * x);
+    const T e = EXP((T)(-2) * (u < (T)0 ? -u : u));
+    const T r = (T)1 / ((T)1 + e);
+    *s = u >= (T)0 ? r : e * r;
+    *ds = e * r * r * ((T)2 * k + (T)6 * kc * x * x);  /* d s / d x: 2 s (1 - s) u' */
+}
+
+KERNEL void gelu(const i64 n, GLOBAL T* out, GLOBAL const T* x) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    T s, ds;
+    const T v = x[gid];
+    gelu_gate(v, &s, &ds);
+    out[gid] = v * s;
+}
+
+KERNEL void gelu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL const T* x) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    T s, ds;
+    const T v = x[gid];
+    gelu_gate(v, &s, &ds);
+    out[gid] = dy[gid] * (s + ds * v);
+}
 """
 
 
@@ -375,6 +408,8 @@ SHARED_NN: tuple[str, ...] = (
     "softmax",
     "log_softmax",
     "softmax_cross_entropy",
+    "gelu",
+    "gelu_backward",
 )
 
 

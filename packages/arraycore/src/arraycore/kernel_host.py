@@ -320,6 +320,28 @@ class KernelHost(ABC):
         self.kernel_launch(logits.dtype, "softmax_xent_rows", rows, *args)
         return xp.sum(row_loss), dlogits
 
+    # -- GELU -------------------------------------------------------------------------------------------
+    def _gelu(self, op: str, approximate: str, **arrays: Any) -> Any:
+        """One launch of the element kernel ``op`` over ``arrays`` (in kernel argument order), or
+        None where the reference must run (a dtype the kernels are not built for)."""
+        xp = self._kernel_xp(op, *arrays.values())
+        _nn.check_gelu(op, xp.isdtype, approximate, **arrays)
+        x = arrays["x"]
+        if x.dtype.name not in DTYPES:
+            return None
+        out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
+        return self._launch_into(out, op, *(self._dense_arg(a) for a in arrays.values()))
+
+    def shared_gelu(self, x: Any, *, approximate: str = "tanh") -> Any:
+        out = self._gelu("gelu", approximate, x=x)
+        return _nn.gelu(namespace_of(x), x, approximate=approximate) if out is None else out
+
+    def shared_gelu_backward(self, dy: Any, x: Any, *, approximate: str = "tanh") -> Any:
+        out = self._gelu("gelu_backward", approximate, dy=dy, x=x)
+        if out is None:
+            return _nn.gelu_backward(namespace_of(x), dy, x, approximate=approximate)
+        return out
+
     def shared_overrides(self) -> dict[str, Any]:
         """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""
         return {f"nn.{name}": getattr(self, f"shared_{name}") for name in SHARED_NN}

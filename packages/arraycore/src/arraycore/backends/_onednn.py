@@ -32,7 +32,18 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from ctypes import POINTER, Structure, byref, c_char_p, c_int, c_int64, c_size_t, c_uint, c_void_p
+from ctypes import (
+    POINTER,
+    Structure,
+    byref,
+    c_char_p,
+    c_float,
+    c_int,
+    c_int64,
+    c_size_t,
+    c_uint,
+    c_void_p,
+)
 from typing import Any
 
 import numpy as np
@@ -116,6 +127,12 @@ _SIGNATURES: dict[str, list[Any]] = {
     ],
     "dnnl_pooling_backward_primitive_desc_create": [
         POINTER(_P), _P, c_int, _P, _P, _Dims, _Dims, _Dims, _Dims, _Dims, _P, _P,
+    ],
+    "dnnl_eltwise_forward_primitive_desc_create": [
+        POINTER(_P), _P, c_int, c_int, _P, _P, c_float, c_float, _P,
+    ],
+    "dnnl_eltwise_backward_primitive_desc_create": [
+        POINTER(_P), _P, c_int, _P, _P, _P, c_float, c_float, _P, _P,
     ],
     "dnnl_lstm_forward_primitive_desc_create": [POINTER(_P), _P, c_int, c_int, *[_P] * 11, c_uint, _P],
     "dnnl_lstm_backward_primitive_desc_create": [
@@ -626,6 +643,64 @@ def max_pool_plan(win: Any, *dtypes: np.dtype) -> MaxPoolPlan | None:
         tuple(tuple(p) for p in win.pads),
     )
     return _plan(key, MaxPoolPlan)  # type: ignore[no-any-return]
+
+
+# -- element-wise ---------------------------------------------------------------------------------
+#: oneDNN's element-wise algorithms arraycore uses, by arraycore's name (``dnnl_alg_kind_t`` of
+#: oneDNN 3.x, counted from ``dnnl_eltwise_relu = 0x20``; 2.x numbered them differently).
+ELTWISE = {"gelu_tanh": 0x2B}
+
+
+class EltwisePlan(_Plan):
+    """One element-wise function (:data:`ELTWISE`) on ``size`` float32 elements, forward and
+    backward, on contiguous arrays seen as one dimension (oneDNN's vectorised kernels, split
+    over the OpenMP threads)."""
+
+    def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
+        super().__init__(lib)
+        _threads, alg, size = key
+        L = lib.lib  # noqa: N806
+        md = _md(lib, (size,))
+        fwd, bwd = c_void_p(), c_void_p()
+        try:
+            L.dnnl_eltwise_forward_primitive_desc_create(
+                byref(fwd), lib.engine, _FORWARD_TRAINING, ELTWISE[alg], md, md, 0.0, 0.0, None
+            )
+            L.dnnl_eltwise_backward_primitive_desc_create(
+                byref(bwd), lib.engine, ELTWISE[alg], md, md, md, 0.0, 0.0, fwd, None
+            )
+            m = self.mem = {name: _Memory(lib, md) for name in ("x", "y", "dy", "dx")}
+            self.forward_step = _Step(lib, fwd, [(_ARG_SRC, m["x"]), (_ARG_DST, m["y"])])
+            self.backward_step = _Step(
+                lib, bwd, [(_ARG_SRC, m["x"]), (_ARG_DIFF_DST, m["dy"]), (_ARG_DIFF_SRC, m["dx"])]
+            )
+        finally:
+            L.dnnl_memory_desc_destroy(md)
+
+    def forward(self, x: np.ndarray) -> np.ndarray:
+        y = np.empty(x.shape, np.float32)
+        self._execute({"x": x, "y": y}, (self.forward_step,))
+        return y
+
+    def backward(self, dy: np.ndarray, x: np.ndarray) -> np.ndarray:
+        dx = np.empty(x.shape, np.float32)
+        self._execute({"x": x, "dy": dy, "dx": dx}, (self.backward_step,))
+        return dx
+
+
+def eltwise_plan(alg: str, *arrays: np.ndarray) -> EltwisePlan | None:
+    """The plan of element-wise function ``alg`` for ``arrays`` (all of one shape), or ``None``
+    where oneDNN does not take them (no library, not all float32 and C-contiguous arrays, empty)."""
+    first = arrays[0]
+    if first.size == 0 or not all(
+        isinstance(a, np.ndarray)
+        and a.dtype == np.float32
+        and a.flags.c_contiguous
+        and a.shape == first.shape
+        for a in arrays
+    ):
+        return None
+    return _plan((_threads_now(), alg, first.size), EltwisePlan)  # type: ignore[no-any-return]
 
 
 # -- LSTM -----------------------------------------------------------------------------------------

@@ -154,6 +154,24 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         TypeError,
         r"softmax_cross_entropy: labels must have an integer dtype, got float32 \(shape \(3,\)\)",
     ),
+    (
+        "gelu-approximate",
+        lambda xp: xp.nn.gelu(_f32(xp, 3), approximate="none"),
+        ValueError,
+        r"gelu: approximate must be 'tanh'.*got 'none'",
+    ),
+    (
+        "gelu-integer",
+        lambda xp: xp.nn.gelu(xp.zeros((3,), dtype=xp.int32)),
+        TypeError,
+        r"gelu: x must have a real floating dtype, got int32",
+    ),
+    (
+        "gelu_backward-shapes",
+        lambda xp: xp.nn.gelu_backward(_f32(xp, 3, 4), _f32(xp, 4, 3)),
+        ValueError,
+        r"gelu_backward: shapes differ \(dy \(3, 4\), x \(4, 3\)\)",
+    ),
 ]
 
 

@@ -6,17 +6,12 @@ data is one kernel and no pass allocates, where a composition of ops would alloc
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from arraycore import ArrayNamespace
 
 from ...expr.node import Expr
 from ..base import Grads, Inputs, Needs, Unary, inplace_on
-
-#: GELU's tanh approximation: ``0.5 x (1 + tanh(K (x + C x**3)))``.
-_GELU_K = math.sqrt(2.0 / math.pi)
-_GELU_C = 0.044715
 
 
 def _sigmoid_of_half(xp: ArrayNamespace, y: Any) -> Any:
@@ -194,47 +189,24 @@ class Softplus(Unary):
 
 
 class Gelu(Unary):
-    """GELU, tanh approximation, as one op: ``y = x s`` with ``s = 0.5 (1 + tanh(u))``,
-    ``u = K (x + C x**3)``; backward ``dy (s + 2 s (1 - s) K x (1 + 3 C x**2))``, since
-    ``1 - tanh(u)**2 = 4 s (1 - s)``.
-
-    Forward makes ``s`` in one new array (``x*x`` then six in-place passes, Horner's form: no
-    power) and keeps it for backward with ``x``; backward makes two arrays and nine passes.
-    """
+    """GELU, tanh approximation: ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, the
+    backend's ``xp.nn.gelu`` and ``xp.nn.gelu_backward`` (one vectorised pass each on the NumPy
+    backend with oneDNN; the namespace's element-wise functions elsewhere). Backward needs only
+    ``x``: nothing else is kept between the passes."""
 
     fresh_grads = True
 
     name = "gelu"
     keep_inputs = (0,)
-    has_residual = True
     fresh_output = True
 
     def forward(self, xp: ArrayNamespace, x: Any) -> Any:
-        s = xp.multiply(x, x)
-        ip = inplace_on(xp, s)
-        s = ip.multiply(s, _GELU_K * _GELU_C, out=s)
-        s = ip.add(s, _GELU_K, out=s)
-        s = ip.multiply(s, x, out=s)  # u = K x (1 + C x**2)
-        s = ip.tanh(s, out=s)
-        s = ip.multiply(s, 0.5, out=s)
-        s = ip.add(s, 0.5, out=s)
-        return xp.multiply(x, s), s
+        return xp.nn.gelu(x)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        x, s = inputs[0], residual
-        g = xp.subtract(1.0, s)
-        ip = inplace_on(xp, g)
-        g = ip.multiply(g, s, out=g)  # s (1 - s)
-        b = xp.multiply(x, x)
-        ipb = inplace_on(xp, b)
-        b = ipb.multiply(b, 6.0 * _GELU_K * _GELU_C, out=b)
-        b = ipb.add(b, 2.0 * _GELU_K, out=b)  # 2 K (1 + 3 C x**2)
-        g = ip.multiply(g, b, out=g)
-        g = ip.multiply(g, x, out=g)
-        g = ip.add(g, s, out=g)
-        return (ip.multiply(g, dy, out=g),)
+        return (xp.nn.gelu_backward(dy, inputs[0]),)
 
 
 def tanh(x: Any) -> Expr:
