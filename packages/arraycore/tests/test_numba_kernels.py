@@ -1,6 +1,7 @@
 """The NumPy backend's numba kernels (``arraycore[numba]``): float32 batch normalisation forward
-and backward against a float64 reference, NaN kept to its channel, the NumPy code for what the
-kernels do not take, and the OpenMP thread count followed."""
+and backward against a float64 reference, NaN kept to its channel, scatter-add to the bit of
+numpy.add.at, the NumPy code for what the kernels do not take, and the OpenMP thread count
+followed."""
 
 from __future__ import annotations
 
@@ -99,6 +100,48 @@ def test_what_the_kernels_do_not_take_runs_the_numpy_code(kernels, case) -> None
         )
     assert y.shape == x.shape and y.dtype == x.dtype
     assert mean.shape == inv_std.shape == (4,)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("out_shape", "n"), [((64, 64), 1024), ((100, 3, 5), 700), ((7,), 50), ((5, 2), 1)], ids=str
+)
+def test_scatter_add_rows_is_add_at_to_the_bit(kernels, dtype, out_shape, n) -> None:
+    """Rows added in numpy.add.at's order: the same sums exactly, negative indices from the end,
+    into an ``out`` that already holds values; ``inplace.scatter_add`` runs the kernel."""
+    rng = np.random.default_rng(3)
+    m = out_shape[0]
+    indices = rng.integers(-m, m, n)
+    values = rng.normal(size=(n, *out_shape[1:])).astype(dtype)
+    start = rng.normal(size=out_shape).astype(dtype)
+    want = start.copy()
+    np.add.at(want, indices, values)
+    got = start.copy()
+    assert kernels.scatter_add(got, indices, values, 0)
+    np.testing.assert_array_equal(got, want)
+    got = start.copy()
+    xp.inplace.scatter_add(got, indices, values, axis=0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_scatter_add_leaves_what_it_does_not_take_to_numpy(kernels) -> None:
+    """Another axis, an integer or mixed dtype, overlapping memory or a non-contiguous ``out``
+    are not taken; an index out of range is not taken and leaves ``out`` untouched (the namespace's
+    checks report it before any kernel runs)."""
+    out = np.zeros((4, 3), np.float32)
+    vals = np.ones((2, 3), np.float32)
+    idx = np.array([0, 1])
+    assert not kernels.scatter_add(out, idx, np.ones((4, 2), np.float32), 1)
+    assert not kernels.scatter_add(np.zeros((4, 3), np.int32), idx, vals.astype(np.int32), 0)
+    assert not kernels.scatter_add(out, idx, vals.astype(np.float64), 0)
+    assert not kernels.scatter_add(out, idx, out[:2], 0)
+    assert not kernels.scatter_add(np.zeros((3, 4), np.float32).T, idx, vals, 0)
+    assert not kernels.scatter_add(out, np.array([0, 4]), vals, 0)
+    assert not kernels.scatter_add(out, np.array([-5, 0]), vals, 0)
+    assert not out.any()
+    with pytest.raises(IndexError, match="scatter_add"):
+        xp.inplace.scatter_add(out, np.array([0, 4]), vals, axis=0)
+    assert not out.any()
 
 
 def test_kernels_follow_the_openmp_thread_count(kernels) -> None:

@@ -77,3 +77,22 @@ def batch_norm_backward(dy, x, gamma, mean, inv_std, dx, dgamma, dbeta):  # type
                 dx[i, ch, j] = dy[i, ch, j] * a_ + x[i, ch, j] * b_ + c_
         dgamma[ch] = dg
         dbeta[ch] = sum_dy
+
+
+@njit(cache=True)
+def scatter_add_rows(out, indices, values):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """``out[indices[i], :] += values[i, :]`` for ``i`` in order (``numpy.add.at``'s order, so
+    the same sums), negative indices counting from the end; ``False``, with ``out`` untouched,
+    when an index is outside ``[-len(out), len(out))``. Sequential: repeated indices would race
+    across threads."""
+    m = out.shape[0]
+    for i in range(indices.shape[0]):
+        if indices[i] < -m or indices[i] >= m:
+            return False
+    for i in range(indices.shape[0]):
+        r = indices[i]
+        if r < 0:
+            r += m
+        for j in range(values.shape[1]):
+            out[r, j] += values[i, j]
+    return True

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._interop import require_dlpack
 from ..backend import ELEMENTWISE, Array, Backend, Device, Key, Shape
-from . import _onednn
+from . import _numba, _onednn
 
 #: The NumPy function of every primitive of the op table (``"pow"``: ``numpy.power``).
 _UFUNCS: dict[str, Callable[..., Any]] = {
@@ -122,8 +122,11 @@ def _scatter_add(
     and in add.at's order), and an index repeated more than ``_SCATTER_ROUNDS`` times has the
     rest of its rows summed in one reduction: 3 ms in that example, 5 to 10 times faster than
     add.at wherever the rows are wide. Floating sums may differ from add.at's in the last bits.
+    With numba (:mod:`._numba`), float rows along axis 0 are one compiled loop in add.at's order.
     """
     ax = axis % out.ndim
+    if _numba.scatter_add(out, indices, values, ax):
+        return out
     n = int(indices.shape[0])
     if (
         n < _SCATTER_MIN_INDICES
