@@ -1,6 +1,6 @@
 """The NumPy backend's numba kernels (``arraycore[numba]``): float32 batch normalisation forward
 and backward against a float64 reference, NaN kept to its channel, scatter-add to the bit of
-numpy.add.at, the NumPy code for what the kernels do not take, and the OpenMP thread count
+numpy.add.at, max-pool backward by the reference's rules, the NumPy code for what the kernels do not take, and the OpenMP thread count
 followed."""
 
 from __future__ import annotations
@@ -142,6 +142,36 @@ def test_scatter_add_leaves_what_it_does_not_take_to_numpy(kernels) -> None:
     with pytest.raises(IndexError, match="scatter_add"):
         xp.inplace.scatter_add(out, np.array([0, 4]), vals, axis=0)
     assert not out.any()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    ("shape", "kernel", "stride", "pads"),
+    [
+        ((4, 3, 8, 8), (2, 2), (2, 2), ((0, 0), (0, 0))),
+        ((2, 2, 9, 7), (3, 3), (2, 2), ((1, 1), (1, 1))),  # overlapping, padded
+        ((2, 3, 6, 5), (3, 2), (1, 2), ((1, 0), (0, 1))),  # asymmetric
+        ((1, 2, 5, 5), (5, 5), (1, 1), ((2, 2), (2, 2))),
+    ],
+    ids=str,
+)
+def test_max_pool_backward_matches_the_reference(kernels, dtype, shape, kernel, stride, pads):
+    """Each window's gradient goes to its first maximum; NaN wins (the first NaN), infinities
+    and all -inf windows, ties and padding follow the reference loop."""
+    from arraycore.nn_shapes import pool_window
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(-3, 3, size=shape).astype(dtype)  # many ties
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, 4, replace=False)] = [np.nan, np.inf, -np.inf, np.nan]
+    x[0, 0, :3, :3] = -np.inf
+    win = pool_window("max_pool2d_backward", shape, kernel, stride, pads)
+    dy = rng.normal(size=(win.n, win.c, win.out_h, win.out_w)).astype(dtype)
+    got = kernels.max_pool2d_backward(dy, x, win)
+    assert got is not None and got.dtype == dtype
+    want = nn_reference.max_pool2d_backward(dy, x, kernel, stride, pads)
+    np.testing.assert_allclose(got, want.astype(dtype), rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(xp.nn.max_pool2d_backward(dy, x, kernel, stride, pads), got)
 
 
 def test_kernels_follow_the_openmp_thread_count(kernels) -> None:

@@ -105,7 +105,10 @@ def info(stream: Any = None) -> int:
         f"numpy oneDNN kernels (float32 conv, matmul, pool, LSTM, GELU): {_onednn.status()} (docs/onednn.md)",
         file=out,
     )
-    print(f"numpy numba kernels (float32 batch norm, scatter-add): {_numba.status()} (docs/onednn.md)", file=out)
+    print(
+        f"numpy numba kernels (float32 batch norm, scatter-add, max-pool backward): {_numba.status()} (docs/onednn.md)",
+        file=out,
+    )
     if not usable:
         print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
     return 0 if usable else 1

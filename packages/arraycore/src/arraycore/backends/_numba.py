@@ -6,7 +6,8 @@ NumPy backend then runs the compiled loops of :mod:`._numba_kernels` for float32
 ``nn.batch_norm`` and ``nn.batch_norm_backward`` (one or two passes over memory instead of the
 NumPy code's five to eight, spread over the OpenMP threads) and for float32/float64
 ``inplace.scatter_add`` along axis 0 (an embedding's gradient: whole rows added in
-``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code). Without numba,
+``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), and for
+``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum). Without numba,
 for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code runs: it stays the
 readable reference and the fallback.
 
@@ -151,3 +152,26 @@ def scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: 
     rows = out.reshape(out.shape[0], -1)  # views of C-contiguous arrays
     found = _run("scatter_add_rows", rows, indices, values.reshape(indices.shape[0], -1))
     return found is True
+
+
+def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray | None:
+    """Max-pool backward over the windows ``win`` (arguments already checked): each window's
+    ``dy`` to its first maximum, in one pass; ``None`` where the kernels do not take it (not
+    float32/float64 of one dtype, not C-contiguous, empty)."""
+    dt = x.dtype
+    if (
+        dt not in (np.float32, np.float64)
+        or dy.dtype != dt
+        or not (x.flags.c_contiguous and dy.flags.c_contiguous)
+        or x.size == 0
+        or dy.size == 0
+        or kernels() is None
+    ):
+        return None
+    dx = np.zeros(x.shape, x.dtype)
+    planes = (win.n * win.c, win.h, win.w)
+    (top, _), (left, _) = win.pads
+    geometry = (win.kh, win.kw, win.stride[0], win.stride[1], top, left)
+    dy3 = dy.reshape(-1, win.out_h, win.out_w)
+    found = _run("max_pool2d_backward", dy3, x.reshape(planes), *geometry, dx.reshape(planes))
+    return None if found is _FAILED else dx

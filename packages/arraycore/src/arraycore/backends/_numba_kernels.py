@@ -96,3 +96,49 @@ def scatter_add_rows(out, indices, values):  # type: ignore[no-untyped-def]  # n
         for j in range(values.shape[1]):
             out[r, j] += values[i, j]
     return True
+
+
+@njit(inline="always")
+def _window_max(xp, r0, c0, kh, kw):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    """``(row, col)`` of the first maximum of one window's in-image pixels of the plane ``xp`` in
+    row-major order, a NaN winning (the first NaN); ``row = -1`` when no pixel is in the image.
+
+    A window inside the image first takes a plain ``v > best`` scan that also sums ``v * 0``:
+    that sum is NaN only where the window holds a NaN or an infinity, and only then does the
+    exact rule run (its extra tests made every window 4x slower)."""
+    h, w = xp.shape
+    if r0 >= 0 and c0 >= 0 and r0 + kh <= h and c0 + kw <= w:
+        best, br, bc = xp[r0, c0], r0, c0
+        check = best * 0
+        for r in range(r0, r0 + kh):
+            row = xp[r]
+            for c in range(c0, c0 + kw):
+                v = row[c]
+                check += v * 0
+                if v > best:
+                    best, br, bc = v, r, c
+        if check == check:
+            return br, bc
+    best, br, bc = -math.inf, -1, -1
+    for r in range(max(r0, 0), min(r0 + kh, h)):
+        for c in range(max(c0, 0), min(c0 + kw, w)):
+            v = xp[r, c]
+            if br < 0 or (best == best and (v > best or v != v)):
+                best, br, bc = v, r, c
+    return br, bc
+
+
+@njit(parallel=True, cache=True)
+def max_pool2d_backward(dy, x, kh, kw, sh, sw, top, left, dx):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Max-pool backward on planes (``dy`` ``(N*C, OH, OW)``, ``x`` and the zeroed ``dx``
+    ``(N*C, H, W)``): each window's ``dy`` added at its first maximum (:func:`_window_max`, the
+    reference's rule), in window order (overlapping windows sum as the reference's loop), planes
+    over the threads."""
+    for plane in prange(x.shape[0]):
+        xp, dxp = x[plane], dx[plane]
+        for p in range(dy.shape[1]):
+            g = dy[plane, p]
+            for q in range(dy.shape[2]):
+                r, c = _window_max(xp, p * sh - top, q * sw - left, kh, kw)
+                if r >= 0:
+                    dxp[r, c] += g[q]

@@ -434,6 +434,9 @@ def max_pool2d_backward(
     win = pool_window(op, x.shape, kernel_size, stride, padding)
     check_output_shape(op, "dy", dy.shape, win, win.c)
     _nn.check_float(op, np.isdtype, dy=dy, x=x)
+    found = _numba.max_pool2d_backward(dy, x, win)
+    if found is not None:
+        return found
     plan = _onednn.max_pool_plan(win, dy.dtype, x.dtype)
     if plan is not None and np.isfinite(x.sum(dtype=np.float64)):
         # NaN and infinite inputs take the paths below, whose windows follow the reference's
