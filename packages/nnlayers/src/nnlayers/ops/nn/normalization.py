@@ -36,6 +36,9 @@ class BatchNorm(Op):
     phase_dependent = True
     has_residual = True
     keep_inputs = (0, 1)
+    # y is a new array in both phases (the backend's kernel, or the affine map of the eval
+    # phase), so a ReLU after it may write into it
+    fresh_output = True
     nondiff_inputs = (3, 4)
 
     def __init__(self, momentum: float, eps: float) -> None:
