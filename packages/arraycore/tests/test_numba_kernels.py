@@ -1,6 +1,6 @@
 """The NumPy backend's numba kernels (``arraycore[numba]``): float32 batch normalisation forward
 and backward against a float64 reference, NaN kept to its channel, scatter-add to the bit of
-numpy.add.at, max-pool backward by the reference's rules, the NumPy code for what the kernels do not take, and the OpenMP thread count
+numpy.add.at, max-pool backward by the reference's rules, layer normalisation, the NumPy code for what the kernels do not take, and the OpenMP thread count
 followed."""
 
 from __future__ import annotations
@@ -172,6 +172,32 @@ def test_max_pool_backward_matches_the_reference(kernels, dtype, shape, kernel, 
     want = nn_reference.max_pool2d_backward(dy, x, kernel, stride, pads)
     np.testing.assert_allclose(got, want.astype(dtype), rtol=1e-6, atol=1e-6)
     np.testing.assert_array_equal(xp.nn.max_pool2d_backward(dy, x, kernel, stride, pads), got)
+
+
+@pytest.mark.parametrize(
+    ("shape", "k"), [((64, 128), 1), ((4, 7, 33), 1), ((3, 4, 5), 2), ((1, 8), 1)], ids=str
+)
+def test_layer_norm_matches_the_float64_reference(kernels, shape, k) -> None:
+    rng = np.random.default_rng(7)
+    x = (rng.normal(size=shape) * 5 + 3).astype(np.float32)
+    dy = rng.normal(size=shape).astype(np.float32)
+    norm = shape[len(shape) - k :]
+    gamma, beta = (rng.normal(size=norm).astype(np.float32) for _ in range(2))
+    got = kernels.layer_norm(x, gamma, beta, 1e-5)
+    assert got is not None  # the kernel took it
+    y, mean, inv_std = got
+    want_y, want_mean, want_inv = nn_reference.layer_norm(x, gamma, beta, 1e-5)
+    np.testing.assert_allclose(y, want_y, rtol=1e-5, atol=2e-5)
+    np.testing.assert_allclose(mean, want_mean, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(inv_std, want_inv, rtol=1e-5)
+    grads = kernels.layer_norm_backward(dy, x, gamma, mean, inv_std)
+    assert grads is not None
+    want = nn_reference.layer_norm_backward(dy, x, gamma, 1e-5)
+    for got_g, want_g in zip(grads, want, strict=True):
+        assert got_g.dtype == np.float32 and got_g.shape == want_g.shape
+        np.testing.assert_allclose(got_g, want_g, rtol=1e-4, atol=1e-4)
+    for a, b in zip(xp.nn.layer_norm_backward(dy, x, gamma, mean, inv_std), grads, strict=True):
+        np.testing.assert_array_equal(a, b)  # the namespace's op is the kernel's result
 
 
 def test_kernels_follow_the_openmp_thread_count(kernels) -> None:

@@ -62,6 +62,8 @@ __all__ = [
     "conv2d_transpose",
     "gelu",
     "gelu_backward",
+    "layer_norm",
+    "layer_norm_backward",
     "log_softmax",
     "logsumexp",
     "lstm",
@@ -582,7 +584,7 @@ def softmax_cross_entropy(
     return loss, dlogits
 
 
-# -- batch normalisation: in _nn_batchnorm (re-exported here, where backends look for them) ----
+# -- batch and layer normalisation: in _nn_batchnorm (re-exported here, where backends look) ---
 from . import _nn_batchnorm  # noqa: E402
 
 batch_norm = _nn_batchnorm.batch_norm
@@ -590,6 +592,11 @@ batch_norm_axes = _nn_batchnorm.batch_norm_axes
 batch_norm_backward = _nn_batchnorm.batch_norm_backward
 check_batch_norm = _nn_batchnorm.check_batch_norm
 check_batch_norm_backward = _nn_batchnorm.check_batch_norm_backward
+layer_norm = _nn_batchnorm.layer_norm
+layer_norm_axes = _nn_batchnorm.layer_norm_axes
+layer_norm_backward = _nn_batchnorm.layer_norm_backward
+check_layer_norm = _nn_batchnorm.check_layer_norm
+check_layer_norm_backward = _nn_batchnorm.check_layer_norm_backward
 
 # -- the LSTM layer: in _nn_rnn (re-exported here) ------------------------------------------------
 from . import _nn_rnn  # noqa: E402

@@ -1,5 +1,6 @@
-"""Batch normalisation of arraycore's reference nn kernels (``xp.nn.batch_norm`` and its
-gradient), written against the namespace ``xp`` like the rest of :mod:`arraycore._nn`."""
+"""Batch and layer normalisation of arraycore's reference nn kernels (``xp.nn.batch_norm``,
+``xp.nn.layer_norm`` and their gradients), written against the namespace ``xp`` like the rest
+of :mod:`arraycore._nn`."""
 
 from __future__ import annotations
 
@@ -89,4 +90,96 @@ def batch_norm_backward(
     mean_dy = _per_channel(xp, dbeta, nd) / float(count)
     mean_dy_xhat = _per_channel(xp, dgamma, nd) / float(count)
     dx = (dy - mean_dy - x_hat * mean_dy_xhat) * (inv * _per_channel(xp, gamma, nd))
+    return dx, dgamma, dbeta
+
+
+# -- layer normalisation --------------------------------------------------------------------------
+def layer_norm_axes(op: str, x: Array, gamma: Array, **rest: Array) -> tuple[int, ...]:
+    """The trailing axes of ``x`` that ``gamma``'s shape covers (PyTorch's ``normalized_shape``),
+    after checking ``x``, ``gamma`` and the ``rest`` (``beta`` of gamma's shape; ``mean`` and
+    ``inv_std`` of the other axes' shape)."""
+    shape, norm = tuple(x.shape), tuple(gamma.shape)
+    k = len(norm)
+    if k == 0 or k > len(shape) or shape[len(shape) - k :] != norm:
+        raise ValueError(
+            f"{op}: gamma of shape {norm} must be the trailing dimensions of x of shape {shape}"
+        )
+    lead = shape[: len(shape) - k]
+    for name, a in rest.items():
+        want = norm if name == "beta" else lead
+        if tuple(a.shape) != want:
+            raise ValueError(
+                f"{op}: {name} has shape {tuple(a.shape)}, expected {want} for x of shape "
+                f"{shape} and gamma of shape {norm}"
+            )
+    return tuple(range(len(shape) - k, len(shape)))
+
+
+def check_layer_norm(xp: Any, x: Array, gamma: Array, beta: Array, eps: float) -> tuple[int, ...]:
+    """The checks of :func:`layer_norm`; returns the normalised axes. ``xp``: the namespace, or
+    an ``isdtype`` function."""
+    op = "layer_norm"
+    axes = layer_norm_axes(op, x, gamma, beta=beta)
+    check_float(op, xp, x=x, gamma=gamma, beta=beta)
+    if not float(eps) > 0:
+        raise ValueError(f"{op}: eps must be > 0, got {eps}")
+    return axes
+
+
+def check_layer_norm_backward(
+    xp: Any, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+) -> tuple[int, ...]:
+    """The checks of :func:`layer_norm_backward`; returns the normalised axes."""
+    op = "layer_norm_backward"
+    axes = layer_norm_axes(op, x, gamma, mean=mean, inv_std=inv_std)
+    if tuple(dy.shape) != tuple(x.shape):
+        raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
+    check_float(op, xp, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
+    return axes
+
+
+def _per_row(xp: Namespace, a: Array, k: int) -> Array:
+    """A per-row statistic (shape ``x.shape[:-k]``) shaped to broadcast against ``x``."""
+    return xp.reshape(a, (*tuple(a.shape), *(1,) * k))
+
+
+def layer_norm(
+    xp: Namespace, x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+) -> tuple[Array, Array, Array]:
+    """Layer normalisation of ``x`` over its trailing ``gamma.ndim`` axes (PyTorch's
+    ``layer_norm(x, gamma.shape, gamma, beta, eps)``).
+
+    Returns ``(y, mean, inv_std)``: ``mean`` and ``inv_std = 1 / sqrt(var + eps)`` (biased
+    variance) of each row, of shape ``x.shape[:-gamma.ndim]``, and ``y = (x - mean) * inv_std *
+    gamma + beta``.
+    """
+    axes = check_layer_norm(xp, x, gamma, beta, eps)
+    mean = xp.mean(x, axis=axes, keepdims=True)
+    centred = x - mean
+    var = xp.mean(centred * centred, axis=axes, keepdims=True)
+    inv_std = 1.0 / xp.sqrt(var + float(eps))
+    y = centred * inv_std * gamma + beta
+    lead = tuple(x.shape)[: len(x.shape) - len(axes)]
+    return y, xp.reshape(mean, lead), xp.reshape(inv_std, lead)
+
+
+def layer_norm_backward(
+    xp: Namespace, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+) -> tuple[Array, Array, Array]:
+    """Gradients ``(dx, dgamma, dbeta)`` of :func:`layer_norm` given the ``mean`` and
+    ``inv_std`` it returned: ``dx = inv_std (g - mean(g) - x_hat mean(g x_hat))`` per row with
+    ``g = dy gamma``; ``dgamma`` and ``dbeta`` sum over the rows."""
+    axes = check_layer_norm_backward(xp, dy, x, gamma, mean, inv_std)
+    k = len(axes)
+    rows = tuple(range(len(x.shape) - k))
+    inv = _per_row(xp, inv_std, k)
+    x_hat = (x - _per_row(xp, mean, k)) * inv
+    dgamma = xp.sum(dy * x_hat, axis=rows)
+    dbeta = xp.sum(dy, axis=rows)
+    g = dy * gamma
+    dx = (
+        g
+        - xp.mean(g, axis=axes, keepdims=True)
+        - x_hat * xp.mean(g * x_hat, axis=axes, keepdims=True)
+    ) * inv
     return dx, dgamma, dbeta

@@ -178,6 +178,22 @@ class NNNamespace(_SubNamespace):
         ``inv_std``."""
         return _nn.batch_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
 
+    def layer_norm(
+        self, x: Array, gamma: Array, beta: Array, *, eps: float = 1e-5
+    ) -> tuple[Array, Array, Array]:
+        """Layer normalisation over the trailing ``gamma.ndim`` axes of ``x`` (PyTorch's
+        ``layer_norm`` with ``normalized_shape = gamma.shape``): ``(y, mean, inv_std)``, the
+        statistics of each row of shape ``x.shape[:-gamma.ndim]``, biased variance,
+        ``y = (x - mean) * inv_std * gamma + beta``."""
+        return _nn.layer_norm(self._xp, x, gamma, beta, eps)
+
+    def layer_norm_backward(
+        self, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
+    ) -> tuple[Array, Array, Array]:
+        """``(dx, dgamma, dbeta)``: the gradients of :meth:`layer_norm` given its ``mean`` and
+        ``inv_std``."""
+        return _nn.layer_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
+
     def lstm(
         self,
         x: Array,

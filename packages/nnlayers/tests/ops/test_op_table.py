@@ -731,6 +731,17 @@ CASES: list[OpCase] = [
     ),
     OpCase(
         "layer_norm",
+        lambda x, g, b: ex.layer_norm(x, g, b, axis=(-2, -1), eps=1e-3),
+        [(2, 3, 4), (1, 3, 4), (3, 4)],
+        lambda x, g, b: (
+            (x - x.mean((1, 2), keepdims=True)) / np.sqrt(x.var((1, 2), keepdims=True) + 1e-3) * g
+            + b
+        ),
+        label="two trailing axes, the backend's op",
+        torch=lambda T, x, g, b: T.nn.functional.layer_norm(x, (3, 4), g[0], b, eps=1e-3),
+    ),
+    OpCase(
+        "layer_norm",
         lambda x: ex.layer_norm(x),
         [(2, 3, 5)],
         lambda x: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5),

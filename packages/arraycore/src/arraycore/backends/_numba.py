@@ -3,8 +3,8 @@ reduction work between the convolutions and products.
 
 ``pip install "arraycore[numba]"`` (or ``arraycore[cpu]``, with oneDNN) installs numba; the
 NumPy backend then runs the compiled loops of :mod:`._numba_kernels` for float32
-``nn.batch_norm`` and ``nn.batch_norm_backward`` (one or two passes over memory instead of the
-NumPy code's five to eight, spread over the OpenMP threads) and for float32/float64
+``nn.batch_norm``, ``nn.layer_norm`` and their gradients (one or two passes over memory instead
+of the NumPy code's five to eight, spread over the OpenMP threads) and for float32/float64
 ``inplace.scatter_add`` along axis 0 (an embedding's gradient: whole rows added in
 ``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), and for
 ``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum). Without numba,
@@ -175,3 +175,41 @@ def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray |
     dy3 = dy.reshape(-1, win.out_h, win.out_w)
     found = _run("max_pool2d_backward", dy3, x.reshape(planes), *geometry, dx.reshape(planes))
     return None if found is _FAILED else dx
+
+
+def layer_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(y, mean, inv_std)`` of layer normalisation over the trailing ``gamma.ndim`` axes (the
+    arguments already checked), or ``None`` where the kernels do not take it."""
+    if x.size == 0 or not _takes(x, gamma, beta) or kernels() is None:
+        return None
+    d = gamma.size
+    x2 = x.reshape(-1, d)
+    y = np.empty_like(x2)
+    mean, inv_std = np.empty(x2.shape[0], x.dtype), np.empty(x2.shape[0], x.dtype)
+    if (
+        _run("layer_norm", x2, gamma.reshape(d), beta.reshape(d), float(eps), y, mean, inv_std)
+        is _FAILED
+    ):
+        return None
+    lead = x.shape[: x.ndim - gamma.ndim]
+    return y.reshape(x.shape), mean.reshape(lead), inv_std.reshape(lead)
+
+
+def layer_norm_backward(
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray, inv_std: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``(dx, dgamma, dbeta)`` of :func:`layer_norm` (the arguments already checked), or
+    ``None`` where the kernels do not take it."""
+    if x.size == 0 or not _takes(dy, x, gamma, mean, inv_std) or kernels() is None:
+        return None
+    d = gamma.size
+    x2 = x.reshape(-1, d)
+    dx = np.empty_like(x2)
+    dgamma, dbeta = np.empty(d, x.dtype), np.empty(d, x.dtype)
+    blocks = max(1, min(x2.shape[0], 4 * (_openmp.max_threads() or 1)))
+    args = (dy.reshape(x2.shape), x2, gamma.reshape(d), mean.reshape(-1), inv_std.reshape(-1))
+    if _run("layer_norm_backward", *args, dx, dgamma, dbeta, blocks) is _FAILED:
+        return None
+    return dx.reshape(x.shape), dgamma.reshape(gamma.shape), dbeta.reshape(gamma.shape)

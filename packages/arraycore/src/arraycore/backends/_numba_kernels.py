@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from numba import njit, prange
 
 _FLAGS = {"reassoc", "contract"}
@@ -142,3 +143,63 @@ def max_pool2d_backward(dy, x, kh, kw, sh, sw, top, left, dx):  # type: ignore[n
                 r, c = _window_max(xp, p * sh - top, q * sw - left, kh, kw)
                 if r >= 0:
                     dxp[r, c] += g[q]
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def layer_norm(x, gamma, beta, eps, y, mean, inv_std):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Layer normalisation of each row of ``x`` ``(R, D)`` into ``y``: its mean, its biased
+    variance about that mean (the row read again from cache), ``y = (x - mean) * inv_std *
+    gamma + beta``; rows over the threads."""
+    d = x.shape[1]
+    for r in prange(x.shape[0]):
+        row = x[r]
+        s = 0.0
+        for j in range(d):
+            s += row[j]
+        m = s / d
+        v = 0.0
+        for j in range(d):
+            c = row[j] - m
+            v += c * c
+        inv = 1.0 / math.sqrt(v / d + eps)
+        out = y[r]
+        for j in range(d):
+            out[j] = (row[j] - m) * inv * gamma[j] + beta[j]
+        mean[r] = m
+        inv_std[r] = inv
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def layer_norm_backward(dy, x, gamma, mean, inv_std, dx, dgamma, dbeta, blocks):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Gradients of :func:`layer_norm`: ``dx`` row by row (two passes over the row), and
+    ``dgamma``, ``dbeta`` summed over the rows in float64, ``blocks`` blocks of rows over the
+    threads, each into its own partial sums (no two threads write one element)."""
+    n, d = x.shape
+    part_g = np.zeros((blocks, d))
+    part_b = np.zeros((blocks, d))
+    for b in prange(blocks):
+        for r in range(b * n // blocks, (b + 1) * n // blocks):
+            m, inv = mean[r], inv_std[r]
+            xr, gr, out = x[r], dy[r], dx[r]
+            sg = 0.0
+            sgx = 0.0
+            for j in range(d):
+                xh = (xr[j] - m) * inv
+                g = gr[j] * gamma[j]
+                sg += g
+                sgx += g * xh
+                part_g[b, j] += gr[j] * xh
+                part_b[b, j] += gr[j]
+            sg /= d
+            sgx /= d
+            for j in range(d):
+                xh = (xr[j] - m) * inv
+                out[j] = (gr[j] * gamma[j] - sg - xh * sgx) * inv
+    for j in range(d):
+        tg = 0.0
+        tb = 0.0
+        for b in range(blocks):
+            tg += part_g[b, j]
+            tb += part_b[b, j]
+        dgamma[j] = tg
+        dbeta[j] = tb

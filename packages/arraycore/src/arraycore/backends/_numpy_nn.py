@@ -61,6 +61,8 @@ __all__ = [
     "batch_norm_backward",
     "gelu",
     "gelu_backward",
+    "layer_norm",
+    "layer_norm_backward",
     "softmax",
     "log_softmax",
     "one_hot",
@@ -372,6 +374,32 @@ def batch_norm_backward(
     dx += centred
     dx -= (k * dbeta / count)[:, None]
     return dx.reshape(x.shape), dgamma, dbeta.astype(dt, copy=False)
+
+
+# -- layer normalisation --------------------------------------------------------------------------
+def layer_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, *, eps: float = 1e-5
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn.layer_norm`: numba's row kernel for C-contiguous float32 (two passes
+    over memory instead of about eight), else the reference on NumPy."""
+    _nn.check_layer_norm(np.isdtype, x, gamma, beta, eps)
+    compiled = _numba.layer_norm(x, gamma, beta, eps)
+    if compiled is not None:
+        return compiled
+    y, mean, inv_std = _nn.layer_norm(np, x, gamma, beta, eps)
+    return np.asarray(y), np.asarray(mean), np.asarray(inv_std)
+
+
+def layer_norm_backward(
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray, inv_std: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn.layer_norm_backward`, by numba where :func:`layer_norm` would be."""
+    _nn.check_layer_norm_backward(np.isdtype, dy, x, gamma, mean, inv_std)
+    compiled = _numba.layer_norm_backward(dy, x, gamma, mean, inv_std)
+    if compiled is not None:
+        return compiled
+    dx, dgamma, dbeta = _nn.layer_norm_backward(np, dy, x, gamma, mean, inv_std)
+    return np.asarray(dx), np.asarray(dgamma), np.asarray(dbeta)
 
 
 # -- GELU -----------------------------------------------------------------------------------------

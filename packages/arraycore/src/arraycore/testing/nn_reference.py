@@ -253,6 +253,46 @@ def gelu(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return y, slope
 
 
+def layer_norm(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Layer norm over the trailing ``gamma.ndim`` axes in float64, one row at a time:
+    ``(y, mean, inv_std)``."""
+    d = gamma.size
+    rows = x.astype(np.float64).reshape(-1, d)
+    g, b = gamma.astype(np.float64).reshape(d), beta.astype(np.float64).reshape(d)
+    y, means, inv_stds = np.empty_like(rows), [], []
+    for r, values in enumerate(rows):
+        mean = math.fsum(values) / d
+        inv_std = 1.0 / math.sqrt(math.fsum((values - mean) ** 2) / d + eps)
+        y[r] = (values - mean) * inv_std * g + b
+        means.append(mean)
+        inv_stds.append(inv_std)
+    lead = x.shape[: x.ndim - gamma.ndim]
+    return y.reshape(x.shape), np.array(means).reshape(lead), np.array(inv_stds).reshape(lead)
+
+
+def layer_norm_backward(
+    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Its gradients in float64 from the chain rule, row by row: ``(dx, dgamma, dbeta)``."""
+    d = gamma.size
+    rows = x.astype(np.float64).reshape(-1, d)
+    grads = dy.astype(np.float64).reshape(-1, d)
+    g = gamma.astype(np.float64).reshape(d)
+    dx = np.empty_like(rows)
+    dgamma, dbeta = np.zeros(d), np.zeros(d)
+    for r, (values, dyr) in enumerate(zip(rows, grads, strict=True)):
+        mean = values.mean()
+        inv_std = 1.0 / math.sqrt(((values - mean) ** 2).mean() + eps)
+        x_hat = (values - mean) * inv_std
+        dgamma += dyr * x_hat
+        dbeta += dyr
+        dxh = dyr * g
+        dx[r] = inv_std * (dxh - dxh.mean() - x_hat * (dxh * x_hat).mean())
+    return dx.reshape(x.shape), dgamma.reshape(gamma.shape), dbeta.reshape(gamma.shape)
+
+
 def batch_norm(
     x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

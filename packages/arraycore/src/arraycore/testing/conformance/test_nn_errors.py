@@ -155,6 +155,33 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         r"softmax_cross_entropy: labels must have an integer dtype, got float32 \(shape \(3,\)\)",
     ),
     (
+        "layer_norm-gamma-shape",
+        lambda xp: xp.nn.layer_norm(_f32(xp, 2, 3, 4), _f32(xp, 3), _f32(xp, 3)),
+        ValueError,
+        r"layer_norm: gamma of shape \(3,\) must be the trailing dimensions of x of shape "
+        r"\(2, 3, 4\)",
+    ),
+    (
+        "layer_norm-beta-shape",
+        lambda xp: xp.nn.layer_norm(_f32(xp, 2, 4), _f32(xp, 4), _f32(xp, 2)),
+        ValueError,
+        r"layer_norm: beta has shape \(2,\), expected \(4,\)",
+    ),
+    (
+        "layer_norm-eps",
+        lambda xp: xp.nn.layer_norm(_f32(xp, 2, 4), _f32(xp, 4), _f32(xp, 4), eps=0.0),
+        ValueError,
+        r"layer_norm: eps must be > 0, got 0.0",
+    ),
+    (
+        "layer_norm_backward-mean-shape",
+        lambda xp: xp.nn.layer_norm_backward(
+            _f32(xp, 2, 4), _f32(xp, 2, 4), _f32(xp, 4), _f32(xp, 4), _f32(xp, 2)
+        ),
+        ValueError,
+        r"layer_norm_backward: mean has shape \(4,\), expected \(2,\)",
+    ),
+    (
         "gelu-approximate",
         lambda xp: xp.nn.gelu(_f32(xp, 3), approximate="none"),
         ValueError,

@@ -155,9 +155,13 @@ class LayerNorm(Op):
     """Layer normalisation over ``axes`` with optional ``gamma`` and ``beta`` (broadcast into
     ``x``): ``y = (x - mean) / sqrt(var + eps) * gamma + beta``, biased variance.
 
-    One op, forward and backward, instead of a dozen nodes: the residual keeps the normalised
-    ``x_hat`` and ``1 / sqrt(var + eps)``, and backward is
-    ``dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat))`` with ``g = dy * gamma``.
+    One op, forward and backward, instead of a dozen nodes. Over the trailing axes with both
+    ``gamma`` and ``beta`` of those axes' shape (PyTorch's ``LayerNorm``, a transformer's), it is
+    the backend's ``xp.nn.layer_norm`` / ``xp.nn.layer_norm_backward`` (one compiled kernel each
+    way on the NumPy backend with numba), keeping the rows' mean and ``1 / sqrt(var + eps)``.
+    Otherwise the residual keeps the normalised ``x_hat`` and ``1 / sqrt(var + eps)``, and
+    backward is ``dx = inv_std * (g - mean(g) - x_hat * mean(g * x_hat))`` with
+    ``g = dy * gamma``.
     """
 
     name = "layer_norm"
@@ -195,9 +199,27 @@ class LayerNorm(Op):
                     f"without changing its shape, got {format_shape(p.shape)}"
                 )
             self.plans.append((p.shape, reduction_plan(p.shape, x.shape)))
+        # the backend's op: trailing axes of known sizes, gamma and beta both of their shape
+        # (leading 1s aside)
+        k = len(self.axes)
+        norm = tuple(x.shape[x.ndim - k :])
+        self.norm_shape: tuple[int, ...] | None = None
+        if (
+            self.has_gamma
+            and self.has_beta
+            and self.axes == tuple(range(x.ndim - k, x.ndim))
+            and None not in norm
+            and all(_strip_ones(p.shape) == _strip_ones(norm) for p in params)
+            and all(len(p.shape) <= x.ndim for p in params)
+        ):
+            self.norm_shape = norm  # type: ignore[assignment]
         return x
 
     def forward(self, xp: ArrayNamespace, x: Any, *params: Any) -> Any:
+        if self.norm_shape is not None:
+            gamma, beta = (xp.reshape(p, self.norm_shape) for p in params)
+            y, mean, inv_std = xp.nn.layer_norm(x, gamma, beta, eps=self.eps)
+            return y, (mean, inv_std)
         centred = x - xp.mean(x, axis=self.axes, keepdims=True)
         inv_std = 1.0 / xp.sqrt(
             xp.mean(centred * centred, axis=self.axes, keepdims=True) + self.eps
@@ -211,6 +233,15 @@ class LayerNorm(Op):
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
+        if self.norm_shape is not None:
+            mean, inv_std = residual
+            gamma = xp.reshape(inputs[1], self.norm_shape)
+            dx, dgamma, dbeta = xp.nn.layer_norm_backward(dy, inputs[0], gamma, mean, inv_std)
+            return (
+                dx if needs[0] else None,
+                xp.reshape(dgamma, self.plans[0][0]) if needs[1] else None,
+                xp.reshape(dbeta, self.plans[1][0]) if needs[2] else None,
+            )
         x_hat, inv_std = residual
         grads: list[Any] = [None] * len(needs)
         k = 1
@@ -233,7 +264,17 @@ class LayerNorm(Op):
         return tuple(grads)
 
     def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
+        if self.norm_shape is not None:
+            return (0, 1)
         return (1,) if self.has_gamma and needs[0] else ()
+
+
+def _strip_ones(shape: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``shape`` without its leading 1s."""
+    k = 0
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return tuple(shape[k:])
 
 
 def layer_norm(
