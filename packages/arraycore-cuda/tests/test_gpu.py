@@ -190,6 +190,18 @@ def test_own_kernels_and_cudnn_match_numpy(xp: Any, ref: Any) -> None:
         want = ref.nn.batch_norm_backward(g, x, gamma, *want[1:])
         for a, b in zip(got, want, strict=True):
             assert_close(xp.to_numpy(a), b, scale=100)
+        assert_close(xp.to_numpy(xp.nn.gelu(xp.asarray(x))), ref.nn.gelu(x), scale=10)
+        got_dx = xp.nn.gelu_backward(xp.asarray(g), xp.asarray(x))
+        assert_close(xp.to_numpy(got_dx), ref.nn.gelu_backward(g, x), scale=10)
+        gamma, beta = rng.standard_normal(8).astype(dtype), rng.standard_normal(8).astype(dtype)
+        got = xp.nn.layer_norm(xp.asarray(x), xp.asarray(gamma), xp.asarray(beta), eps=1e-3)
+        want = ref.nn.layer_norm(x, gamma, beta, eps=1e-3)
+        for a, b in zip(got, want, strict=True):
+            assert_close(xp.to_numpy(a), b, scale=100)
+        got = xp.nn.layer_norm_backward(xp.asarray(g), xp.asarray(x), xp.asarray(gamma), *got[1:])
+        want = ref.nn.layer_norm_backward(g, x, gamma, *want[1:])
+        for a, b in zip(got, want, strict=True):
+            assert_close(xp.to_numpy(a), b, scale=100)
 
 
 def test_cudnn_path_is_reported_and_used_when_installed(xp: Any) -> None:

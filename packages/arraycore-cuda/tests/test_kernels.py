@@ -310,8 +310,46 @@ def test_gelu_kernels(ocl: OpenCLRunner, dtype: str) -> None:
     assert abs(got_dx[0]) < 1e-30 and abs(got[0]) < 1e-30 and got[-2] == np.inf  # x = -12; +inf
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layer_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
+    """Layer norm forward (rows), input gradient (rows) and parameter gradients (columns)
+    against arraycore's reference, rows of very different scales, and one-element rows, whose
+    input gradient is exactly 0 (no multiply-add contraction)."""
+    _needs(ocl, dtype)
+    for rows, d in ((9, 37), (6, 1)):
+        x = (_random(41, (rows, d), dtype) * np.logspace(-2, 2, rows)[:, None]).astype(dtype)
+        gamma, beta, dy = (
+            _random(s, shape, dtype) for s, shape in ((42, d), (43, d), (44, x.shape))
+        )
+        gamma, beta = gamma.reshape(d), beta.reshape(d)
+        want_y, want_mean, want_inv = XP.nn.layer_norm(x, gamma, beta, eps=1e-5)
+        y, mean, inv = (np.empty_like(a) for a in (x, want_mean, want_inv))
+        got_y, got_mean, got_inv, *_ = ocl.rows(
+            "layer_norm_rows", rows, dtype, np.int64(rows), np.int64(d), y, mean, inv, x,
+            gamma, beta, np.dtype(dtype).type(1e-5),
+        )  # fmt: skip
+        _close(got_y, want_y, dtype, 4 * d)
+        _close(got_mean, want_mean, dtype, 4 * d)
+        _close(got_inv, want_inv, dtype, 4 * d)
+        want_dx, want_dg, want_db = XP.nn.layer_norm_backward(dy, x, gamma, want_mean, want_inv)
+        (got_dx, *_) = ocl.rows(
+            "layer_norm_backward_rows", rows, dtype, np.int64(rows), np.int64(d),
+            np.empty_like(x), dy, x, gamma, want_mean, want_inv,
+        )  # fmt: skip
+        _close(got_dx, want_dx, dtype, 8 * d)
+        got_dg, got_db, *_ = ocl.call(
+            dtype, "layer_norm_param_grads", d, np.int64(rows), np.int64(d),
+            np.empty_like(gamma), np.empty_like(beta), dy, x, want_mean, want_inv,
+        )  # fmt: skip
+        _close(got_dg, want_dg, dtype, 4 * rows)
+        _close(got_db, want_db, dtype, 4 * rows)
+        if d == 1:
+            assert not got_dx.any()
+
+
 def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
     tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
+    tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
     assert tested == set(KERNELS)

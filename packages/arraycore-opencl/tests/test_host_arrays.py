@@ -55,6 +55,12 @@ def _nn_calls(nn: Any, x: Any, w: Any, dy: Any, flat: Any, labels: Any) -> dict[
         "batch_norm_backward": lambda: nn.batch_norm_backward(
             dy, x, flat[0, :2], flat[1, :2], flat[0, 1:]
         ),
+        "gelu": lambda: nn.gelu(x),
+        "gelu_backward": lambda: nn.gelu_backward(dy, x),
+        "layer_norm": lambda: nn.layer_norm(flat, flat[0], flat[1]),
+        "layer_norm_backward": lambda: nn.layer_norm_backward(
+            flat, flat, flat[0], flat[:, 0], flat[:, 1]
+        ),
     }
 
 
@@ -75,6 +81,10 @@ USES = {
     "one_hot": {4},
     "batch_norm": {0, 3},
     "batch_norm_backward": {0, 2, 3},
+    "gelu": {0},
+    "gelu_backward": {0, 2},
+    "layer_norm": {3},
+    "layer_norm_backward": {3},
 }
 
 

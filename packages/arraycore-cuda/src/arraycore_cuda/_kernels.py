@@ -20,8 +20,11 @@ __all__ = ["BLOCK", "DTYPES", "KERNELS", "NVRTC_OPTIONS", "CudaKernels", "geomet
 BLOCK = 256
 
 #: Options for NVRTC (CuPy adds ``-ftz=true`` and the architecture of the device itself). The
-#: source is plain C in C++ clothing, so no language standard is asked for.
-NVRTC_OPTIONS: tuple[str, ...] = ()
+#: source is plain C in C++ clothing, so no language standard is asked for. ``--fmad=false``:
+#: no multiply-add contraction, as in arraycore's reference (and the OpenCL build's
+#: ``FP_CONTRACT OFF``): ``fma(a, b, -round(a * b))`` is a product's rounding error, not 0, and
+#: layer norm's gradient over one element would be that times ``1 / sqrt(eps)``.
+NVRTC_OPTIONS: tuple[str, ...] = ("--fmad=false",)
 
 
 class CudaKernels:

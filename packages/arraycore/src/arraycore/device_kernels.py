@@ -5,7 +5,9 @@ for the target: ``KERNEL`` (``extern "C" __global__`` / ``__kernel``), ``GLOBAL`
 ``__global``), ``FUNC`` (a device helper), ``GID`` (the thread's global index), ``i64`` (a
 64-bit integer), ``T`` (the element type), ``GEOM`` (the window geometry parameters), plus the
 macros ``EXP``, ``LOG``, ``NEG_INF`` and ``NAN_T`` of the dtype's prelude. What comes out is plain
-CUDA C++ or plain OpenCL C, with concrete types in every kernel signature.
+CUDA C++ or plain OpenCL C, with concrete types in every kernel signature. Neither build
+contracts multiplies and adds into FMAs (``FP_CONTRACT OFF``, NVRTC's ``--fmad=false``): the
+kernels round as arraycore's NumPy reference does.
 
 arraycore-cuda builds them with NVRTC (through ``cupy.RawModule``); arraycore-opencl builds the
 OpenCL version for the kernels it has no strided version of (average pooling, the softmax family,
@@ -27,7 +29,11 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``avg_pool(n, out, x, GEOM, include_pad)``, ``avg_pool_backward(n, out, dy, GEOM, include_pad)``;
 - ``softmax_rows(rows, cols, out, x, log_mode)``;
 - ``softmax_xent_rows(rows, cols, dlogits, row_loss, x, labels_int64, scale)``;
-- ``gelu(n, out, x)``, ``gelu_backward(n, out, dy, x)``: GELU's tanh approximation, one pass.
+- ``gelu(n, out, x)``, ``gelu_backward(n, out, dy, x)``: GELU's tanh approximation, one pass;
+- ``layer_norm_rows(rows, d, y, mean, inv_std, x, gamma, beta, eps)``,
+  ``layer_norm_backward_rows(rows, d, dx, dy, x, gamma, mean, inv_std)`` (one work item per
+  row) and ``layer_norm_param_grads(rows, d, dgamma, dbeta, dy, x, mean, inv_std)`` (one work
+  item per column).
 """
 
 from __future__ import annotations
@@ -49,6 +55,9 @@ KERNELS = (
     "softmax_xent_rows",
     "gelu",
     "gelu_backward",
+    "layer_norm_rows",
+    "layer_norm_backward_rows",
+    "layer_norm_param_grads",
 )
 
 #: dtypes the kernels are built for (float16 needs conversions the source does not have).
@@ -92,12 +101,14 @@ _PRELUDES = {
 #define NAN_T __longlong_as_double(0x7ff8000000000000LL)
 """,
     ("opencl", "float32"): """
+#pragma OPENCL FP_CONTRACT OFF
 #define EXP exp
 #define LOG log
 #define NEG_INF (-INFINITY)
 #define NAN_T NAN
 """,
     ("opencl", "float64"): """
+#pragma OPENCL FP_CONTRACT OFF
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #define EXP exp
 #define LOG log
@@ -367,6 +378,65 @@ KERNEL void gelu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL
     gelu_gate(v, &s, &ds);
     out[gid] = dy[gid] * (s + ds * v);
 }
+
+/* Layer normalisation of each row of a (rows, d) matrix: mean, biased variance about it (two
+   passes, as arraycore's reference), y = (x - mean) * inv_std * gamma + beta. */
+KERNEL void layer_norm_rows(const i64 rows, const i64 d, GLOBAL T* y, GLOBAL T* mean,
+                            GLOBAL T* inv_std, GLOBAL const T* x, GLOBAL const T* gamma,
+                            GLOBAL const T* beta, const T eps) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    GLOBAL const T* row = x + r * d;
+    GLOBAL T* out = y + r * d;
+    T s = (T)0;
+    for (i64 j = 0; j < d; ++j) s += row[j];
+    const T m = s / (T)d;
+    T v = (T)0;
+    for (i64 j = 0; j < d; ++j) v += (row[j] - m) * (row[j] - m);
+    const T inv = (T)1 / sqrt(v / (T)d + eps);
+    for (i64 j = 0; j < d; ++j) out[j] = (row[j] - m) * inv * gamma[j] + beta[j];
+    mean[r] = m;
+    inv_std[r] = inv;
+}
+
+/* dx of layer_norm_rows, row by row: inv_std (g - mean(g) - x_hat mean(g x_hat)), g = dy gamma. */
+KERNEL void layer_norm_backward_rows(const i64 rows, const i64 d, GLOBAL T* dx,
+                                     GLOBAL const T* dy, GLOBAL const T* x,
+                                     GLOBAL const T* gamma, GLOBAL const T* mean,
+                                     GLOBAL const T* inv_std) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    GLOBAL const T* row = x + r * d;
+    GLOBAL const T* grad = dy + r * d;
+    GLOBAL T* out = dx + r * d;
+    const T m = mean[r], inv = inv_std[r];
+    T sg = (T)0, sgx = (T)0;
+    for (i64 j = 0; j < d; ++j) {
+        const T g = grad[j] * gamma[j];
+        sg += g;
+        sgx += g * (row[j] - m) * inv;
+    }
+    sg /= (T)d;
+    sgx /= (T)d;
+    for (i64 j = 0; j < d; ++j)
+        out[j] = (grad[j] * gamma[j] - sg - (row[j] - m) * inv * sgx) * inv;
+}
+
+/* dgamma and dbeta of layer_norm_rows: column j sums dy x_hat and dy over the rows. */
+KERNEL void layer_norm_param_grads(const i64 rows, const i64 d, GLOBAL T* dgamma,
+                                   GLOBAL T* dbeta, GLOBAL const T* dy, GLOBAL const T* x,
+                                   GLOBAL const T* mean, GLOBAL const T* inv_std) {
+    const i64 j = GID;
+    if (j >= d) return;
+    T sg = (T)0, sb = (T)0;
+    for (i64 r = 0; r < rows; ++r) {
+        const T g = dy[r * d + j];
+        sg += g * (x[r * d + j] - mean[r]) * inv_std[r];
+        sb += g;
+    }
+    dgamma[j] = sg;
+    dbeta[j] = sb;
+}
 """
 
 
@@ -410,6 +480,8 @@ SHARED_NN: tuple[str, ...] = (
     "softmax_cross_entropy",
     "gelu",
     "gelu_backward",
+    "layer_norm",
+    "layer_norm_backward",
 )
 
 

@@ -342,6 +342,51 @@ class KernelHost(ABC):
             return _nn.gelu_backward(namespace_of(x), dy, x, approximate=approximate)
         return out
 
+    # -- layer normalisation ----------------------------------------------------------------------
+    def shared_layer_norm(
+        self, x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5
+    ) -> tuple[Any, Any, Any]:
+        xp = self._kernel_xp("layer_norm", x, gamma, beta)
+        axes = _nn.check_layer_norm(xp.isdtype, x, gamma, beta, eps)
+        d = math.prod(int(s) for s in gamma.shape)
+        lead = tuple(int(s) for s in x.shape[: len(x.shape) - len(axes)])
+        rows = math.prod(lead)
+        if x.dtype.name not in DTYPES or rows == 0 or d == 0:
+            return _nn.layer_norm(xp, x, gamma, beta, eps)
+        y = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
+        mean, inv_std = self.kernel_empty(lead, x.dtype), self.kernel_empty(lead, x.dtype)
+        args = (
+            np.int64(rows), np.int64(d), self.kernel_arg(y), self.kernel_arg(mean),
+            self.kernel_arg(inv_std), self._dense_arg(x), self._dense_arg(gamma),
+            self._dense_arg(beta), x.dtype.type(eps),
+        )  # fmt: skip
+        self.kernel_launch(x.dtype, "layer_norm_rows", rows, *args)
+        return y, mean, inv_std
+
+    def shared_layer_norm_backward(
+        self, dy: Any, x: Any, gamma: Any, mean: Any, inv_std: Any
+    ) -> tuple[Any, Any, Any]:
+        op = "layer_norm_backward"
+        xp = self._kernel_xp(op, dy, x, gamma, mean, inv_std)
+        axes = _nn.check_layer_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
+        d = math.prod(int(s) for s in gamma.shape)
+        rows = math.prod(int(s) for s in x.shape[: len(x.shape) - len(axes)])
+        if x.dtype.name not in DTYPES or rows == 0 or d == 0:
+            return _nn.layer_norm_backward(xp, dy, x, gamma, mean, inv_std)
+        dx = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
+        dgamma = self.kernel_empty(tuple(int(s) for s in gamma.shape), x.dtype)
+        dbeta = self.kernel_empty(tuple(int(s) for s in gamma.shape), x.dtype)
+        dense = [self._dense_arg(a) for a in (dy, x, gamma, mean, inv_std)]
+        sizes = (np.int64(rows), np.int64(d))
+        self.kernel_launch(
+            x.dtype, "layer_norm_backward_rows", rows, *sizes, self.kernel_arg(dx), *dense
+        )
+        grads = (self.kernel_arg(dgamma), self.kernel_arg(dbeta))
+        self.kernel_launch(
+            x.dtype, "layer_norm_param_grads", d, *sizes, *grads, dense[0], dense[1], *dense[3:]
+        )
+        return dx, dgamma, dbeta
+
     def shared_overrides(self) -> dict[str, Any]:
         """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""
         return {f"nn.{name}": getattr(self, f"shared_{name}") for name in SHARED_NN}
