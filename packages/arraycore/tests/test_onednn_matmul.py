@@ -109,6 +109,10 @@ def test_what_onednn_does_not_take_stays_with_numpy(onednn, monkeypatch) -> None
     assert calls == []
     _check(a, b)
     assert calls == [(128, 96)]
+    # many small products count together: 64 of 32 x 16 x 32 (2^15 each, 2^21 in all)
+    heads, keys = _f32(rng, 64, 32, 16), _f32(rng, 1, 16, 32)
+    _check(heads, keys)
+    assert calls[-1] == (64, 32, 16)
 
 
 @pytest.mark.parametrize(

@@ -220,8 +220,8 @@ def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
     OpenBLAS's spinning threads taking the cores from them). Small products go straight to
     NumPy: a network of small layers makes many of them, and each check costs."""
     try:
-        large = x1.shape[-2] * x1.shape[-1] * x2.shape[-1] >= _onednn.MATMUL_MIN_WORK
-    except (AttributeError, IndexError):  # not arrays, or vectors: NumPy's rules
+        large = _onednn.matmul_work(x1.shape, x2.shape) >= _onednn.MATMUL_MIN_WORK
+    except (AttributeError, IndexError, TypeError):  # not arrays, or vectors: NumPy's rules
         large = False
     if large:
         y = _onednn.matmul(x1, x2)
