@@ -24,15 +24,32 @@ def batch_norm_axes(op: str, x: Array, **per_channel: Array) -> tuple[tuple[int,
     return ((0,) if len(shape) == 2 else (0, 2, 3)), c
 
 
+def _check_forward(
+    op: str, axes: tuple[int, ...], xp: Any, x: Array, gamma: Array, beta: Array, eps: float
+) -> tuple[int, ...]:
+    """Dtypes and ``eps > 0`` of a normalisation's forward pass (shapes already checked)."""
+    check_float(op, xp, x=x, gamma=gamma, beta=beta)
+    if not float(eps) > 0:
+        raise ValueError(f"{op}: eps must be > 0, got {eps}")
+    return axes
+
+
+def _check_backward(
+    op: str, axes: tuple[int, ...], xp: Any, dy: Array, **arrays: Array
+) -> tuple[int, ...]:
+    """``dy`` of ``x``'s shape and the dtypes of a normalisation's backward pass."""
+    x = arrays["x"]
+    if tuple(dy.shape) != tuple(x.shape):
+        raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
+    check_float(op, xp, dy=dy, **arrays)
+    return axes
+
+
 def check_batch_norm(xp: Any, x: Array, gamma: Array, beta: Array, eps: float) -> tuple[int, ...]:
     """The checks of :func:`batch_norm` (shapes, dtypes, eps > 0); returns the reduced axes.
     ``xp``: the namespace, or an ``isdtype`` function (a backend's own kernels pass NumPy's)."""
-    op = "batch_norm"
-    axes, _ = batch_norm_axes(op, x, gamma=gamma, beta=beta)
-    check_float(op, xp, x=x, gamma=gamma, beta=beta)
-    if float(eps) <= 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps}")
-    return axes
+    axes, _ = batch_norm_axes("batch_norm", x, gamma=gamma, beta=beta)
+    return _check_forward("batch_norm", axes, xp, x, gamma, beta, eps)
 
 
 def check_batch_norm_backward(
@@ -41,10 +58,7 @@ def check_batch_norm_backward(
     """The checks of :func:`batch_norm_backward`; returns the reduced axes."""
     op = "batch_norm_backward"
     axes, _ = batch_norm_axes(op, x, gamma=gamma, mean=mean, inv_std=inv_std)
-    if tuple(dy.shape) != tuple(x.shape):
-        raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
-    check_float(op, xp, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
-    return axes
+    return _check_backward(op, axes, xp, dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
 
 
 def _per_channel(xp: Namespace, a: Array, ndim: int) -> Array:
@@ -118,12 +132,8 @@ def layer_norm_axes(op: str, x: Array, gamma: Array, **rest: Array) -> tuple[int
 def check_layer_norm(xp: Any, x: Array, gamma: Array, beta: Array, eps: float) -> tuple[int, ...]:
     """The checks of :func:`layer_norm`; returns the normalised axes. ``xp``: the namespace, or
     an ``isdtype`` function."""
-    op = "layer_norm"
-    axes = layer_norm_axes(op, x, gamma, beta=beta)
-    check_float(op, xp, x=x, gamma=gamma, beta=beta)
-    if not float(eps) > 0:
-        raise ValueError(f"{op}: eps must be > 0, got {eps}")
-    return axes
+    axes = layer_norm_axes("layer_norm", x, gamma, beta=beta)
+    return _check_forward("layer_norm", axes, xp, x, gamma, beta, eps)
 
 
 def check_layer_norm_backward(
@@ -132,10 +142,7 @@ def check_layer_norm_backward(
     """The checks of :func:`layer_norm_backward`; returns the normalised axes."""
     op = "layer_norm_backward"
     axes = layer_norm_axes(op, x, gamma, mean=mean, inv_std=inv_std)
-    if tuple(dy.shape) != tuple(x.shape):
-        raise ValueError(f"{op}: dy has shape {tuple(dy.shape)}, expected {tuple(x.shape)}")
-    check_float(op, xp, dy=dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
-    return axes
+    return _check_backward(op, axes, xp, dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
 
 
 def _per_row(xp: Namespace, a: Array, k: int) -> Array:
