@@ -39,6 +39,22 @@ def test_batch_norm_normalises_and_tracks_running_statistics() -> None:
     np.testing.assert_array_equal(norm.running_mean.numpy(), before)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_an_empty_batch_leaves_the_running_statistics_alone(dtype) -> None:
+    """A batch of 0 examples (the last, short batch of a split, say) gives an empty output and
+    no statistics: the running mean and variance stay as they were, not NaN or pulled to 0."""
+    norm = BatchNorm(momentum=0.5)
+    x = ex.placeholder((None, 3, 2, 2), dtype, name="x")
+    graph = nnlayers.compile(norm(x), wrt=[], training=True)
+    graph.forward({x: np.random.default_rng(3).normal(2.0, 1.5, size=(4, 3, 2, 2)).astype(dtype)})
+    mean, var = norm.running_mean.numpy(), norm.running_var.numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):  # the reference's mean of nothing
+        out = graph.xp.to_numpy(graph.forward({x: np.zeros((0, 3, 2, 2), dtype)}))
+    assert out.shape == (0, 3, 2, 2)
+    np.testing.assert_array_equal(norm.running_mean.numpy(), mean)
+    np.testing.assert_array_equal(norm.running_var.numpy(), var)
+
+
 def test_batch_norm_needs_known_channels() -> None:
     with pytest.raises(ValueError, match=r"needs \(N, C\) or \(N, C, H, W\) inputs"):
         BatchNorm()(ex.placeholder((None, 2, 3)))

@@ -80,10 +80,11 @@ class BatchNorm(Op):
                 )
             # one kernel (cuDNN on CUDA) for the statistics and the normalisation
             y, mean, inv_std = xp.nn.batch_norm(x, gamma, beta, eps=self.eps)
-            # the biased batch variance, recovered from inv_std = 1 / sqrt(var + eps)
-            var = xp.subtract(xp.divide(1.0, xp.multiply(inv_std, inv_std)), self.eps)
-            self._update(xp, running_mean, mean, 1.0)
-            self._update(xp, running_var, var, count / max(count - 1, 1))
+            if count:  # an empty batch has no statistics to fold into the running ones
+                # the biased batch variance, recovered from inv_std = 1 / sqrt(var + eps)
+                var = xp.subtract(xp.divide(1.0, xp.multiply(inv_std, inv_std)), self.eps)
+                self._update(xp, running_mean, mean, 1.0)
+                self._update(xp, running_var, var, count / max(count - 1, 1))
             return y, (mean, inv_std, True)
         centred = xp.subtract(x, xp.reshape(running_mean, self.stat_shape))
         inv_std = xp.divide(1.0, xp.sqrt(xp.add(running_var, self.eps)))
