@@ -80,6 +80,21 @@ def test_a_module_that_fails_to_import_fails_the_imports_stage(tmp_path: Path) -
     assert any("broken on purpose" in failure for failure in result["failures"])
 
 
+def test_a_module_needing_an_absent_optional_extra_is_listed_not_failed(tmp_path: Path) -> None:
+    """The numba kernels need ``arraycore[numba]``, which the GPU wheelhouse leaves out: their
+    module is named in the summary and the stage passes."""
+    absent = tmp_path / "shadow" / "numba"
+    absent.mkdir(parents=True)
+    (absent / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'numba'\", name='numba')\n"
+    )
+    ctx = context(tmp_path)
+    ctx.site = tmp_path / "shadow"
+    result = verify.stage_imports(ctx, 120)
+    assert result["status"] == "passed", result
+    assert "arraycore.backends._numba_kernels (needs numba" in result["summary"]
+
+
 def test_unknown_stage_is_a_usage_error(tmp_path: Path) -> None:
     done = run_verify("--out", str(tmp_path), "--only", "imports,warp-drive")
     assert done.returncode == 2
