@@ -303,7 +303,7 @@ OPTIONAL_IMPORTS = ("numba",)
 
 IMPORTS_CODE = r"""
 import importlib, pkgutil, sys, traceback
-OPTIONAL = set(sys.argv[1:])
+extras = set(sys.argv[1:])
 failed, optional, count = [], [], 0
 for top in ("arraycore", "arraycore_cuda", "nnlayers"):
     try:
@@ -318,7 +318,7 @@ for top in ("arraycore", "arraycore_cuda", "nnlayers"):
             importlib.import_module(name)
             count += 1
         except ModuleNotFoundError as exc:
-            if (exc.name or "").split(".")[0] in OPTIONAL:
+            if (exc.name or "").split(".")[0] in extras:
                 optional.append(f"{name} (needs {exc.name}, an optional extra)")
             else:
                 failed.append(f"{name}: {type(exc).__name__}: {exc}")
