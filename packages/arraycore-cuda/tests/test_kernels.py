@@ -347,9 +347,70 @@ def test_layer_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
             assert not got_dx.any()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("state", [True, False])
+def test_lstm_cell_kernels(ocl: OpenCLRunner, dtype: str, state: bool) -> None:
+    """The LSTM's time steps as the host code runs them (one product with ``u`` and one launch
+    per step, both ways) against arraycore's reference LSTM, with and without initial state and
+    incoming state gradients."""
+    from arraycore import _nn_rnn
+
+    _needs(ocl, dtype)
+    n, steps, c_in, hidden = 3, 4, 5, 6
+    x, w, u = (
+        _random(50 + k, s, dtype)
+        for k, s in enumerate(((n, steps, c_in), (c_in, 4 * hidden), (hidden, 4 * hidden)))
+    )
+    b = _random(53, (4 * hidden,), dtype)
+    h0, c0 = (_random(54 + k, (n, hidden), dtype) if state else None for k in range(2))
+    want_y, want_h, want_c, want_saved = _nn_rnn.lstm(XP, x, w, u, b, h0, c0)
+    xs, us, _ = _nn_rnn.projection(XP, x, w, u, b)
+    xs = np.ascontiguousarray(xs)
+    h = h0.copy() if state else np.zeros((n, hidden), dtype)
+    c = c0.copy() if state else np.zeros((n, hidden), dtype)
+    outs = [np.empty((n, steps, k * hidden), dtype) for k in (4, 1, 1, 1)]  # gates, cs, tanh_c, y
+    sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(steps))
+    for t in range(steps):
+        flags = (np.int32(state or t > 0),) * 2
+        z = (h @ us).astype(dtype)
+        c, h, *outs = ocl.call(
+            dtype, "lstm_cell_forward", n * hidden, *sizes, np.int64(t), *flags, z, xs, c, h, *outs
+        )[2:]
+    gates, cs, tanh_c, y = outs
+    for got, want in (
+        (y, want_y),
+        (h, want_h),
+        (c, want_c),
+        (gates, want_saved[0]),
+        (cs, want_saved[2]),
+    ):
+        _close(got, want, dtype, 8 * hidden)
+    dy, dh_n, dc_n = (_random(60 + k, s, dtype) for k, s in enumerate((y.shape, h.shape, c.shape)))
+    want = _nn_rnn.lstm_backward(XP, dy, dh_n, dc_n, x, w, u, b, h0, c0, want_y, want_saved)
+    dz, dz_t = np.empty_like(gates), np.empty((n, 4 * hidden), dtype)
+    dh, dc = dh_n, dc_n.copy()
+    u_t = np.ascontiguousarray(u.T)
+    c0_arg = c0 if state else np.zeros_like(dc)  # not read: has_c0 is 0
+    for t in range(steps - 1, -1, -1):
+        flags = (np.int32(1),) * 3 + (np.int32(state),)
+        got = ocl.call(
+            dtype, "lstm_cell_backward", n * hidden, *sizes, np.int64(t), *flags, dy, dh, dc,
+            c0_arg, gates, cs, tanh_c, dz, dz_t,
+        )  # fmt: skip
+        dc, dz, dz_t = got[2], got[7], got[8]
+        dh = (dz_t @ u_t).astype(dtype)
+    dx, dw, du, db = _nn_rnn.weight_grads(XP, dz, x, w, h0, want_y)
+    for got_g, want_g in zip((dx, dw, du, db), want[:4], strict=True):
+        _close(got_g, want_g, dtype, 16 * hidden * steps)
+    if state:
+        _close(dh, want[4], dtype, 16 * hidden * steps)
+        _close(dc, want[5], dtype, 16 * hidden * steps)
+
+
 def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
     tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
     tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
+    tested |= {"lstm_cell_forward", "lstm_cell_backward"}
     assert tested == set(KERNELS)

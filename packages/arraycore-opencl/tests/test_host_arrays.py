@@ -61,6 +61,22 @@ def _nn_calls(nn: Any, x: Any, w: Any, dy: Any, flat: Any, labels: Any) -> dict[
         "layer_norm_backward": lambda: nn.layer_norm_backward(
             flat, flat, flat[0], flat[:, 0], flat[:, 1]
         ),
+        # 2 sequences of 4 steps of 4 features, 1 unit: x[0] (2, 4, 4), w (4, 4), u (1, 4), b
+        # (4,) from x; dy and y (2, 4, 1) from dy; any arrays of the right shapes as "saved"
+        "lstm": lambda: nn.lstm(x[0], x[0, 0], x[0, 1, :1], x[0, 1, 1]),
+        "lstm_backward": lambda: nn.lstm_backward(
+            dy[0, :, :, :1],
+            None,
+            None,
+            x[0],
+            x[0, 0],
+            x[0, 1, :1],
+            x[0, 1, 1],
+            None,
+            None,
+            dy[0, :, :, :1],
+            (x[0], dy[0, :, :, :1], dy[0, :, :, :1]),
+        ),
     }
 
 
@@ -85,6 +101,8 @@ USES = {
     "gelu_backward": {0, 2},
     "layer_norm": {3},
     "layer_norm_backward": {3},
+    "lstm": {0},
+    "lstm_backward": {0, 2},
 }
 
 

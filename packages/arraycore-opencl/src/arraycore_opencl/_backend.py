@@ -535,8 +535,8 @@ class OpenCLBackend(Backend, OpenCLKernels):
     def overrides(self) -> dict[str, Any]:
         """Convolutions (KernelHost's host code on this backend's strided im2col / col2im
         kernels + CLBlast GEMM), max pooling kernels, and the shared kernels of
-        :mod:`arraycore.device_kernels` for average pooling, the softmax family, GELU and layer
-        normalisation; sort and argsort as a bitonic network (:mod:`arraycore_opencl._sort`)."""
+        :mod:`arraycore.device_kernels` for average pooling, the softmax family, GELU, layer
+        normalisation and the LSTM's time steps; sort and argsort as a bitonic network (:mod:`arraycore_opencl._sort`)."""
         from . import _sort
 
         return {
@@ -556,6 +556,8 @@ class OpenCLBackend(Backend, OpenCLKernels):
             "nn.gelu_backward": self.shared_gelu_backward,
             "nn.layer_norm": self.shared_layer_norm,
             "nn.layer_norm_backward": self.shared_layer_norm_backward,
+            "nn.lstm": self.shared_lstm,
+            "nn.lstm_backward": self.shared_lstm_backward,
         }
 
     # -- random numbers ----------------------------------------------------------------------------

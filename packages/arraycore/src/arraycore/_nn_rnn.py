@@ -74,6 +74,43 @@ def _per_gate(xp: Any, values: tuple[float, ...], hidden: int, dtype: Any) -> Ar
     return xp.concat([xp.full((hidden,), v, dtype=dtype) for v in values])
 
 
+def projection(xp: Any, x: Array, w: Array, u: Array, b: Array) -> tuple[Array, Array, Array]:
+    """``(xs, us, scale)``: every step's input projection ``x @ w + b`` as one product, ``(N, T,
+    4H)``, and ``u``, both with the per-gate scale before tanh (0.5 on the sigmoid gates: exact)
+    folded in, and that scale ``(4H,)``."""
+    n, t_len, c_in = (int(d) for d in x.shape)
+    hidden = int(u.shape[0])
+    scale = _per_gate(xp, _SCALE, hidden, x.dtype)
+    xs = xp.reshape(xp.matmul(xp.reshape(x, (n * t_len, c_in)), w * scale), (n, t_len, 4 * hidden))
+    return xs + b * scale, u * scale, scale
+
+
+def weight_grads(
+    xp: Any, dz: Array, x: Array, w: Array, h0: Array | None, y: Array
+) -> tuple[Array, Array, Array, Array]:
+    """``(dx, dw, du, db)`` from every step's pre-activation gradient ``dz (N, T, 4H)``: a few
+    products over all steps at once."""
+    n, t_len, c_in = (int(d) for d in x.shape)
+    hidden = int(y.shape[2])
+    dz2 = xp.reshape(dz, (n * t_len, 4 * hidden))
+    x2 = xp.reshape(x, (n * t_len, c_in))
+    dx = xp.reshape(xp.matmul(dz2, xp.permute_dims(w, (1, 0))), (n, t_len, c_in))
+    dw = xp.matmul(xp.permute_dims(x2, (1, 0)), dz2)
+    db = xp.sum(dz2, axis=0)
+    h_prev = xp.empty((n, t_len, hidden), dtype=x.dtype)
+    h_prev[:, 0] = h0 if h0 is not None else 0.0
+    if t_len > 1:
+        h_prev[:, 1:] = y[:, :-1]
+    du = xp.matmul(xp.permute_dims(xp.reshape(h_prev, (n * t_len, hidden)), (1, 0)), dz2)
+    return dx, dw, du, db
+
+
+def transposed_u(xp: Any, u: Array) -> Array:
+    """``u.T`` ``(4H, H)`` as a new C-contiguous array (the recurrent gradient's product)."""
+    g4, hidden = int(u.shape[1]), int(u.shape[0])
+    return xp.reshape(xp.reshape(xp.permute_dims(u, (1, 0)), (-1,)), (g4, hidden))
+
+
 def lstm(
     xp: Any,
     x: Array,
@@ -84,15 +121,11 @@ def lstm(
     c0: Array | None = None,
 ) -> tuple[Array, Array, Array, Any]:
     """The reference forward pass (see the module's docstring)."""
-    n, t_len, c_in, hidden = check_lstm(xp.isdtype, x, w, u, b, h0, c0)
+    n, t_len, _, hidden = check_lstm(xp.isdtype, x, w, u, b, h0, c0)
     dt = x.dtype
     g4 = 4 * hidden
-    scale = _per_gate(xp, _SCALE, hidden, dt)
     shift = _per_gate(xp, _SHIFT, hidden, dt)
-    # the scale before tanh (0.5: exact) folded into the projection's weights and the bias
-    xs = xp.reshape(xp.matmul(xp.reshape(x, (n * t_len, c_in)), w * scale), (n, t_len, g4))
-    xs = xs + b * scale
-    us = u * scale
+    xs, us, scale = projection(xp, x, w, u, b)
     y = xp.empty((n, t_len, hidden), dtype=dt)
     cs = xp.empty((n, t_len, hidden), dtype=dt)
     gates = xp.empty((n, t_len, g4), dtype=dt)
@@ -137,7 +170,7 @@ def lstm_backward(
     saved: Any,
 ) -> tuple[Array, Array, Array, Array, Array | None, Array | None]:
     """The reference backward pass: ``(dx, dw, du, db, dh0, dc0)``."""
-    n, t_len, c_in, hidden = check_lstm(xp.isdtype, x, w, u, b, h0, c0)
+    n, t_len, _, hidden = check_lstm(xp.isdtype, x, w, u, b, h0, c0)
     gates, tanh_c, cs = saved
     dt = x.dtype
     g4 = 4 * hidden
@@ -154,7 +187,7 @@ def lstm_backward(
     deriv[:, :, blk[2]] = deriv[:, :, blk[2]] + 1.0
     dz *= deriv
     dcell = gates[:, :, blk[3]] * (1.0 - tanh_c * tanh_c)  # o * (1 - tanh(c)^2)
-    u_t = xp.reshape(xp.reshape(xp.permute_dims(u, (1, 0)), (-1,)), (g4, hidden))
+    u_t = transposed_u(xp, u)
     mult = xp.empty((n, 4, hidden), dtype=dt)
     flat = xp.reshape(mult, (n, g4))
     dh_next, dc_next = dh_n, dc_n
@@ -174,16 +207,7 @@ def lstm_backward(
         dz[:, t] = dzt
         dc_next = dc * gates[:, t, blk[1]]
         dh_next = xp.matmul(dzt, u_t)
-    dz2 = xp.reshape(dz, (n * t_len, g4))
-    x2 = xp.reshape(x, (n * t_len, c_in))
-    dx = xp.reshape(xp.matmul(dz2, xp.permute_dims(w, (1, 0))), (n, t_len, c_in))
-    dw = xp.matmul(xp.permute_dims(x2, (1, 0)), dz2)
-    db = xp.sum(dz2, axis=0)
-    h_prev = xp.empty((n, t_len, hidden), dtype=dt)
-    h_prev[:, 0] = h0 if h0 is not None else 0.0
-    if t_len > 1:
-        h_prev[:, 1:] = y[:, :-1]
-    du = xp.matmul(xp.permute_dims(xp.reshape(h_prev, (n * t_len, hidden)), (1, 0)), dz2)
+    dx, dw, du, db = weight_grads(xp, dz, x, w, h0, y)
     return (
         dx,
         dw,

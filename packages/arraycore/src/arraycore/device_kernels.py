@@ -33,7 +33,10 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``layer_norm_rows(rows, d, y, mean, inv_std, x, gamma, beta, eps)``,
   ``layer_norm_backward_rows(rows, d, dx, dy, x, gamma, mean, inv_std)`` (one work item per
   row) and ``layer_norm_param_grads(rows, d, dgamma, dbeta, dy, x, mean, inv_std)`` (one work
-  item per column).
+  item per column);
+- ``lstm_cell_forward(n, H, steps, t, has_h, has_c, z, xs, c, h, gates, cs, tanh_c, y)`` and
+  ``lstm_cell_backward(n, H, steps, t, has_dy, has_dh, has_dc, has_c0, dy, dh, dc, c0, gates, cs,
+  tanh_c, dz, dz_t)``: one LSTM time step's gates and cell, one work item per ``(row, unit)``.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ KERNELS = (
     "layer_norm_rows",
     "layer_norm_backward_rows",
     "layer_norm_param_grads",
+    "lstm_cell_forward",
+    "lstm_cell_backward",
 )
 
 #: dtypes the kernels are built for (float16 needs conversions the source does not have).
@@ -437,6 +442,77 @@ KERNEL void layer_norm_param_grads(const i64 rows, const i64 d, GLOBAL T* dgamma
     dgamma[j] = sg;
     dbeta[j] = sb;
 }
+
+/* One LSTM step t (gates i, f, g, o; arraycore._nn_rnn's conventions): the pre-activations are
+   xs[:, t] (+ z = h_{t-1} @ u when has_h), both with the per-gate scale folded in, so that each
+   gate is tanh(pre) * scale + shift. Writes the gates, c, tanh(c) and h = y[:, t] of step t
+   into the (N, steps, .) arrays and updates c and h (N, H) in place (each work item reads and
+   writes only its own element). */
+KERNEL void lstm_cell_forward(const i64 n, const i64 H, const i64 steps, const i64 t,
+                              const int has_h, const int has_c, GLOBAL const T* z,
+                              GLOBAL const T* xs, GLOBAL T* c, GLOBAL T* h, GLOBAL T* gates,
+                              GLOBAL T* cs, GLOBAL T* tanh_c, GLOBAL T* y) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 r = gid / H, j = gid % H;
+    GLOBAL const T* pre = xs + (r * steps + t) * 4 * H;
+    GLOBAL T* gt = gates + (r * steps + t) * 4 * H;
+    T a[4];
+    for (int k = 0; k < 4; ++k) {
+        T p = pre[k * H + j];
+        if (has_h) p = z[r * 4 * H + k * H + j] + p;
+        a[k] = k == 2 ? tanh(p) : tanh(p) * (T)0.5 + (T)0.5;
+        gt[k * H + j] = a[k];
+    }
+    T cell = a[0] * a[2];
+    if (has_c) cell = a[1] * c[gid] + cell;
+    const T tc = tanh(cell);
+    const T out = a[3] * tc;
+    const i64 at = (r * steps + t) * H + j;
+    cs[at] = cell;
+    tanh_c[at] = tc;
+    y[at] = out;
+    c[gid] = cell;
+    h[gid] = out;
+}
+
+/* The gradient through LSTM step t: from dh = dh_next (has_dh) + dy[:, t] (has_dy) and dc_next
+   (has_dc), the pre-activation gradients dz[:, t] (also into the dense (N, 4H) dz_t, the
+   recurrent product's operand) and dc_next * f in place of dc for step t - 1. */
+KERNEL void lstm_cell_backward(const i64 n, const i64 H, const i64 steps, const i64 t,
+                               const int has_dy, const int has_dh, const int has_dc,
+                               const int has_c0, GLOBAL const T* dy, GLOBAL const T* dh_next,
+                               GLOBAL T* dc, GLOBAL const T* c0, GLOBAL const T* gates,
+                               GLOBAL const T* cs, GLOBAL const T* tanh_c, GLOBAL T* dz,
+                               GLOBAL T* dz_t) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 r = gid / H, j = gid % H;
+    const i64 at = (r * steps + t) * H + j;
+    GLOBAL const T* gt = gates + (r * steps + t) * 4 * H;
+    const T i = gt[j], f = gt[H + j], g = gt[2 * H + j], o = gt[3 * H + j];
+    const T tc = tanh_c[at];
+    T dh = (T)0;
+    if (has_dh) dh = dh_next[gid];
+    if (has_dy) dh = dh + dy[at];
+    T dcell = dh * (o * ((T)1 - tc * tc));
+    if (has_dc) dcell = dcell + dc[gid];
+    T c_prev = (T)0;
+    if (t > 0) c_prev = cs[at - H];
+    else if (has_c0) c_prev = c0[gid];
+    const T d[4] = {
+        g * (i * ((T)1 - i)) * dcell,
+        c_prev * (f * ((T)1 - f)) * dcell,
+        i * (g * ((T)0 - g) + (T)1) * dcell,
+        tc * (o * ((T)1 - o)) * dh,
+    };
+    GLOBAL T* out = dz + (r * steps + t) * 4 * H;
+    for (int k = 0; k < 4; ++k) {
+        out[k * H + j] = d[k];
+        dz_t[r * 4 * H + k * H + j] = d[k];
+    }
+    dc[gid] = dcell * f;
+}
 """
 
 
@@ -482,6 +558,8 @@ SHARED_NN: tuple[str, ...] = (
     "gelu_backward",
     "layer_norm",
     "layer_norm_backward",
+    "lstm",
+    "lstm_backward",
 )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _interop, _nn
+from . import _interop, _nn, _nn_rnn
 from ._registry import namespace_of
 from .device_kernels import DTYPES, SHARED_NN, SOFTMAX_MAX_ROW, geometry
 from .nn_shapes import check_output_shape, conv_transpose_window, conv_window, pool_window
@@ -386,6 +386,92 @@ class KernelHost(ABC):
             x.dtype, "layer_norm_param_grads", d, *sizes, *grads, dense[0], dense[1], *dense[3:]
         )
         return dx, dgamma, dbeta
+
+    # -- the LSTM layer ---------------------------------------------------------------------------
+    def shared_lstm(
+        self,
+        x: Any,
+        w: Any,
+        u: Any,
+        b: Any,
+        h0: Any | None = None,
+        c0: Any | None = None,
+    ) -> tuple[Any, Any, Any, Any]:
+        """:func:`arraycore._nn_rnn.lstm` with one kernel per time step for the gates and the
+        cell (the reference makes about fifteen element-wise calls per step): the input
+        projection of every step is one product, then per step one product with ``u`` and one
+        launch."""
+        xp = self._kernel_xp("lstm", *(a for a in (x, w, u, b, h0, c0) if a is not None))
+        n, t_len, _, hidden = _nn_rnn.check_lstm(xp.isdtype, x, w, u, b, h0, c0)
+        if x.dtype.name not in DTYPES:
+            return _nn_rnn.lstm(xp, x, w, u, b, h0, c0)
+        dt = x.dtype
+        xs, us, _ = _nn_rnn.projection(xp, x, w, u, b)
+        xs = self.kernel_dense(xs)
+        seq, g4 = (n, t_len, hidden), (n, t_len, 4 * hidden)
+        y, cs, tanh_c = (self.kernel_empty(seq, dt) for _ in range(3))
+        gates = self.kernel_empty(g4, dt)
+        h = xp.asarray(h0, copy=True) if h0 is not None else self.kernel_empty((n, hidden), dt)
+        c = xp.asarray(c0, copy=True) if c0 is not None else self.kernel_empty((n, hidden), dt)
+        h, c = self.kernel_dense(h), self.kernel_dense(c)
+        outputs = [self.kernel_arg(a) for a in (c, h, gates, cs, tanh_c, y)]
+        sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
+        has_h, has_c = h0 is not None, c0 is not None
+        for t in range(t_len):
+            z = self.kernel_dense(xp.matmul(h, us)) if has_h else xs
+            flags = (np.int32(has_h), np.int32(has_c))
+            args = (*sizes, np.int64(t), *flags, self.kernel_arg(z), self.kernel_arg(xs))
+            self.kernel_launch(dt, "lstm_cell_forward", n * hidden, *args, *outputs)
+            has_h = has_c = True
+        return y, h, c, (gates, tanh_c, cs)
+
+    def shared_lstm_backward(
+        self,
+        dy: Any | None,
+        dh_n: Any | None,
+        dc_n: Any | None,
+        x: Any,
+        w: Any,
+        u: Any,
+        b: Any,
+        h0: Any | None,
+        c0: Any | None,
+        y: Any,
+        saved: Any,
+    ) -> tuple[Any, Any, Any, Any, Any | None, Any | None]:
+        """:func:`arraycore._nn_rnn.lstm_backward`, one kernel per time step for the gates (see
+        :meth:`shared_lstm`); the weight gradients as the reference's few products."""
+        given = [a for a in (dy, dh_n, dc_n, x, w, u, b, h0, c0, y) if a is not None]
+        xp = self._kernel_xp("lstm_backward", *given)
+        n, t_len, _, hidden = _nn_rnn.check_lstm(xp.isdtype, x, w, u, b, h0, c0)
+        if x.dtype.name not in DTYPES:
+            return _nn_rnn.lstm_backward(xp, dy, dh_n, dc_n, x, w, u, b, h0, c0, y, saved)
+        dt = x.dtype
+        gates, tanh_c, cs = (self.kernel_dense(a) for a in saved)
+        u_t = _nn_rnn.transposed_u(xp, u)
+        dz = self.kernel_empty((n, t_len, 4 * hidden), dt)
+        dz_t = self.kernel_empty((n, 4 * hidden), dt)
+        dc = xp.asarray(dc_n, copy=True) if dc_n is not None else self.kernel_empty((n, hidden), dt)
+        dc = self.kernel_dense(dc)
+        dh = dh_n
+        fallback = self.kernel_arg(gates)  # read by no launch whose flag is off
+        dy_arg = self._dense_arg(dy) if dy is not None else fallback
+        c0_arg = self._dense_arg(c0) if c0 is not None else fallback
+        sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
+        saved_args = [self.kernel_arg(a) for a in (gates, cs, tanh_c, dz, dz_t)]
+        has_dc = dc_n is not None
+        for t in range(t_len - 1, -1, -1):
+            flags = (dy is not None, dh is not None, has_dc, c0 is not None)
+            dh_arg = self._dense_arg(dh) if dh is not None else fallback
+            args = (*sizes, np.int64(t), *(np.int32(f) for f in flags), dy_arg, dh_arg)
+            self.kernel_launch(
+                dt, "lstm_cell_backward", n * hidden, *args, self.kernel_arg(dc), c0_arg,
+                *saved_args,
+            )  # fmt: skip
+            has_dc = True
+            dh = xp.matmul(dz_t, u_t)
+        dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
+        return dx, dw, du, db, dh if h0 is not None else None, dc if c0 is not None else None
 
     def shared_overrides(self) -> dict[str, Any]:
         """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""
