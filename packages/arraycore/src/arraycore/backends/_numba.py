@@ -95,9 +95,15 @@ def _run(kernel: str, *args: Any) -> Any:
         return _FAILED
 
 
-def _takes(*arrays: np.ndarray) -> bool:
-    """Whether the kernels take these operands: all float32 and C-contiguous."""
-    return all(a.dtype == np.float32 and a.flags.c_contiguous for a in arrays)
+#: The dtypes of the kernels that are not float32-only (scatter-add, max-pool backward).
+_FLOATS: tuple[type, ...] = (np.float32, np.float64)
+
+
+def _takes(*arrays: np.ndarray, dtypes: tuple[type, ...] = (np.float32,)) -> bool:
+    """Whether the kernels take these operands: all of one dtype among ``dtypes`` (float32 for
+    most kernels) and C-contiguous."""
+    dt = arrays[0].dtype
+    return dt in dtypes and all(a.dtype == dt and a.flags.c_contiguous for a in arrays)
 
 
 def batch_norm(
@@ -140,11 +146,9 @@ def scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: 
         axis != 0
         or out.ndim == 0
         or out.size == 0
-        or out.dtype not in (np.float32, np.float64)
-        or values.dtype != out.dtype
+        or not _takes(out, values, dtypes=_FLOATS)
         or indices.ndim != 1
         or indices.dtype.kind != "i"
-        or not (out.flags.c_contiguous and values.flags.c_contiguous)
         or np.may_share_memory(out, values)
         or kernels() is None
     ):
@@ -158,15 +162,7 @@ def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray |
     """Max-pool backward over the windows ``win`` (arguments already checked): each window's
     ``dy`` to its first maximum, in one pass; ``None`` where the kernels do not take it (not
     float32/float64 of one dtype, not C-contiguous, empty)."""
-    dt = x.dtype
-    if (
-        dt not in (np.float32, np.float64)
-        or dy.dtype != dt
-        or not (x.flags.c_contiguous and dy.flags.c_contiguous)
-        or x.size == 0
-        or dy.size == 0
-        or kernels() is None
-    ):
+    if x.size == 0 or dy.size == 0 or not _takes(x, dy, dtypes=_FLOATS) or kernels() is None:
         return None
     dx = np.zeros(x.shape, x.dtype)
     planes = (win.n * win.c, win.h, win.w)

@@ -763,18 +763,19 @@ class LSTMPlan(_Plan):
             "du": memory(u_user), "db": memory(bias), "dh0": memory(state), "dc0": memory(state),
             "dhn": memory(state), "dcn": memory(state),
         }  # fmt: skip
-        seq = {
-            name: memory(seq_in if "x" in name else seq_out, own=True)
-            for name in ("x", "y", "dx", "dy")
-        }
-        mds = {"x": (user_in, seq_in), "y": (user_out, seq_out)}
+        # the caller's layout and the time-major one of each sequence array
+        layouts = {
+            "x": (user_in, seq_in), "dx": (user_in, seq_in),
+            "y": (user_out, seq_out), "dy": (user_out, seq_out),
+        }  # fmt: skip
+        seq = {name: memory(inner, own=True) for name, (_, inner) in layouts.items()}
 
         def to_seq(name: str) -> _Step:
-            user, inner = mds[name.lstrip("d")]
+            user, inner = layouts[name]
             return _reorder(lib, m[name], user, seq[name], inner)
 
         def from_seq(name: str) -> _Step:
-            user, inner = mds[name.lstrip("d")]
+            user, inner = layouts[name]
             return _reorder(lib, seq[name], inner, m[name], user)
 
         self.pre_f: list[_Step] = [to_seq("x")]

@@ -211,7 +211,6 @@ class LayerNorm(Op):
             and self.axes == tuple(range(x.ndim - k, x.ndim))
             and None not in norm
             and all(_strip_ones(p.shape) == _strip_ones(norm) for p in params)
-            and all(len(p.shape) <= x.ndim for p in params)
         ):
             self.norm_shape = norm  # type: ignore[assignment]
         return x
