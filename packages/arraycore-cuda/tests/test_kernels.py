@@ -407,10 +407,64 @@ def test_lstm_cell_kernels(ocl: OpenCLRunner, dtype: str, state: bool) -> None:
         _close(dc, want[5], dtype, 16 * hidden * steps)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_batch_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
+    """Batch norm's three launches each way as the host code runs them, against arraycore's
+    reference: chunks of uneven size (the last one short), 2-D input (one position per sample),
+    and data far from zero (mean 100, spread 0.01), where a one-pass E[x^2] - E[x]^2 would
+    lose every digit of the variance that the chunk merge keeps."""
+    _needs(ocl, dtype)
+    t = np.dtype(dtype).type
+    for shape, spc in (((5, 3, 4, 7), 2), ((9, 4), 4), ((4, 2, 3, 3), 8)):
+        n, c = shape[:2]
+        hw = int(np.prod(shape[2:], dtype=np.int64))
+        chunks = -(-n // spc)
+        x = (100 + 0.01 * _random(70, shape, dtype)).astype(dtype)
+        gamma, beta = _random(71, (c,), dtype), _random(72, (c,), dtype)
+        dy = _random(73, shape, dtype)
+        geo = tuple(np.int64(v) for v in (c, n, hw, spc, chunks))
+        want_y, want_mean, want_inv = XP.nn.batch_norm(x, gamma, beta, eps=1e-5)
+        part_mean, part_m2 = (np.empty((c, chunks), dtype) for _ in range(2))
+        part_mean, part_m2, _ = ocl.call(
+            dtype, "bn_chunk_stats", c * chunks, *geo, part_mean, part_m2, x
+        )
+        mean, inv, *_ = ocl.call(
+            dtype, "bn_merge_stats", c, *geo, np.empty(c, dtype), np.empty(c, dtype),
+            part_mean, part_m2, t(1e-5),
+        )  # fmt: skip
+        _close(mean, want_mean, dtype, 4 * n * hw)
+        _close(inv / want_inv, np.ones(c), dtype, 16 * n * hw)  # inv_std is ~100 here
+        size = np.int64(x.size)
+        (y, *_) = ocl.call(
+            dtype, "bn_normalize", x.size, size, geo[0], geo[2], np.empty_like(x), x,
+            want_mean, want_inv, gamma, beta,
+        )  # fmt: skip
+        _close(y, want_y, dtype, 8 * n * hw)
+        want_dx, want_dg, want_db = XP.nn.batch_norm_backward(dy, x, gamma, want_mean, want_inv)
+        part_dy, part_dyx, *_ = ocl.call(
+            dtype, "bn_chunk_grads", c * chunks, *geo, np.empty((c, chunks), dtype),
+            np.empty((c, chunks), dtype), dy, x, want_mean,
+        )  # fmt: skip
+        dgamma, dbeta, *_ = ocl.call(
+            dtype, "bn_merge_grads", c, geo[0], geo[4], np.empty(c, dtype), np.empty(c, dtype),
+            part_dy, part_dyx, want_inv,
+        )  # fmt: skip
+        _close(dgamma, want_dg, dtype, 64 * n * hw)
+        _close(dbeta, want_db, dtype, 4 * n * hw)
+        (dx, *_) = ocl.call(
+            dtype, "bn_backward_data", x.size, size, geo[0], geo[2], t(n * hw),
+            np.empty_like(x), dy, x, want_mean, want_inv, gamma, want_dg, want_db,
+        )  # fmt: skip
+        scale = float(np.max(np.abs(want_dx)))
+        _close(dx / scale, want_dx / scale, dtype, 64 * n * hw)
+
+
 def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
     tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
     tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
     tested |= {"lstm_cell_forward", "lstm_cell_backward"}
+    tested |= {"bn_chunk_stats", "bn_merge_stats", "bn_normalize", "bn_chunk_grads"}
+    tested |= {"bn_merge_grads", "bn_backward_data"}
     assert tested == set(KERNELS)

@@ -31,7 +31,9 @@ network and each thread count (``--threads``, default one thread and every core)
 
 ``ARRAYCORE_BACKEND`` naming another backend whose device exists adds a column for it (and on
 ``cuda``, with torch seeing the GPU, a ``PyTorch[cuda]`` column with TF32 off, as
-``bench_training.py`` does).
+``bench_training.py`` does; on ``opencl`` with ``ARRAYCORE_OPENCL_TUNE=1`` unless set otherwise,
+CLBlast's GEMM parameters chosen per shape on the device, as ``cudnn.benchmark`` does for
+PyTorch).
 """
 
 from __future__ import annotations
@@ -495,6 +497,11 @@ def main(argv: list[str] | None = None) -> int:
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
         notes.append("GPU: TF32 off in torch (matmul and cuDNN) and in CuPy unless CUPY_TF32 > 0.")
+    if extra == "opencl":
+        # As cudnn.benchmark for PyTorch: CLBlast's GEMM tiles timed per shape on the device.
+        os.environ.setdefault("ARRAYCORE_OPENCL_TUNE", "1")
+        tune = os.environ["ARRAYCORE_OPENCL_TUNE"]
+        notes.append(f"OpenCL: ARRAYCORE_OPENCL_TUNE={tune} (CLBlast's GEMM parameters per shape).")
     info = machine(f"torch {torch.__version__}" if torch is not None else TORCH_NOTE)
     info["onednn"] = onednn.status()
     print(f"{info['cpu']} | {info['numpy']} | {info['torch']} | {info['onednn']}", flush=True)

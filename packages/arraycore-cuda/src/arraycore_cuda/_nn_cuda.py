@@ -51,8 +51,8 @@ class CudaNN(KernelHost):
         self.cudnn = cudnn
 
     def table(self) -> dict[str, Callable[..., Any]]:
-        table: dict[str, Callable[..., Any]] = {f"nn.{n}": getattr(self, n) for n in OWN_NN}
-        table.update(self.shared_overrides())
+        table: dict[str, Callable[..., Any]] = self.shared_overrides()
+        table.update({f"nn.{n}": getattr(self, n) for n in OWN_NN})  # cuDNN first
         return table
 
     # -- KernelHost: CuPy arrays and launches ------------------------------------------------------
@@ -92,7 +92,8 @@ class CudaNN(KernelHost):
             if found is not None:
                 y, mean, inv_std = found
                 return y, mean, inv_std
-        return _nn.batch_norm(xp, x, gamma, beta, eps)
+        y, mean, inv_std = self.shared_batch_norm(x, gamma, beta, eps=eps)
+        return y, mean, inv_std
 
     def batch_norm_backward(
         self, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array
@@ -104,4 +105,5 @@ class CudaNN(KernelHost):
             if found is not None:
                 dx, dgamma, dbeta = found
                 return dx, dgamma, dbeta
-        return _nn.batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
+        dx, dgamma, dbeta = self.shared_batch_norm_backward(dy, x, gamma, mean, inv_std)
+        return dx, dgamma, dbeta

@@ -535,29 +535,14 @@ class OpenCLBackend(Backend, OpenCLKernels):
     def overrides(self) -> dict[str, Any]:
         """Convolutions (KernelHost's host code on this backend's strided im2col / col2im
         kernels + CLBlast GEMM), max pooling kernels, and the shared kernels of
-        :mod:`arraycore.device_kernels` for average pooling, the softmax family, GELU, layer
-        normalisation and the LSTM's time steps; sort and argsort as a bitonic network (:mod:`arraycore_opencl._sort`)."""
+        :mod:`arraycore.device_kernels` for average pooling, the softmax family, GELU, batch and
+        layer normalisation and the LSTM's time steps (every ``SHARED_NN`` function); sort and
+        argsort as a bitonic network (:mod:`arraycore_opencl._sort`)."""
         from . import _sort
 
         return {
             **_sort.overrides(self),
-            "nn.conv2d": self.shared_conv2d,
-            "nn.conv2d_backward_data": self.shared_conv2d_backward_data,
-            "nn.conv2d_backward_filter": self.shared_conv2d_backward_filter,
-            "nn.conv2d_transpose": self.shared_conv2d_transpose,
-            "nn.max_pool2d": self.shared_max_pool2d,
-            "nn.max_pool2d_backward": self.shared_max_pool2d_backward,
-            "nn.avg_pool2d": self.shared_avg_pool2d,
-            "nn.avg_pool2d_backward": self.shared_avg_pool2d_backward,
-            "nn.softmax": self.shared_softmax,
-            "nn.log_softmax": self.shared_log_softmax,
-            "nn.softmax_cross_entropy": self.shared_softmax_cross_entropy,
-            "nn.gelu": self.shared_gelu,
-            "nn.gelu_backward": self.shared_gelu_backward,
-            "nn.layer_norm": self.shared_layer_norm,
-            "nn.layer_norm_backward": self.shared_layer_norm_backward,
-            "nn.lstm": self.shared_lstm,
-            "nn.lstm_backward": self.shared_lstm_backward,
+            **self.shared_overrides(),
         }
 
     # -- random numbers ----------------------------------------------------------------------------

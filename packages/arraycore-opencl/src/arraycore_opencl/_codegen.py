@@ -466,48 +466,60 @@ def nn_program(dt: str, all_dtypes: list[str]) -> str:
     return f"""
 __kernel void im2col(const long n, __global const long* g, __global {t}* out,
                      __global const {t}* x, const long x_off) {{
+    /* One work-item per output row segment: the OW columns of (c, i, j, b, p). */
     const long gid = get_global_id(0);
     if (gid >= n) return;
     {_GEOMETRY}
     long rem = gid;
-    const long q = rem % OW; rem /= OW;
     const long p = rem % OH; rem /= OH;
     const long b = rem % N; rem /= N;
     const long j = rem % KW; rem /= KW;
     const long i = rem % KH; const long c = rem / KH;
     const long r = p * SH + i * DH - TOP;
-    const long s = q * SW + j * DW - LEFT;
-    {t} v = ({t})0;
-    if (r >= 0 && r < H && s >= 0 && s < W)
-        v = x[x_off + b * g[14] + c * g[15] + r * g[16] + s * g[17]];
-    out[gid] = v;
+    __global {t}* o = out + gid * OW;
+    if (r < 0 || r >= H) {{
+        for (long q = 0; q < OW; ++q) o[q] = ({t})0;
+        return;
+    }}
+    const long row = x_off + b * g[14] + c * g[15] + r * g[16], xs = g[17];
+    const long s0 = j * DW - LEFT;
+    for (long q = 0; q < OW; ++q) {{
+        const long s = q * SW + s0;
+        o[q] = (s >= 0 && s < W) ? x[row + s * xs] : ({t})0;
+    }}
 }}
 
+#define COL2IM_CHUNK 32
 __kernel void col2im(const long n, __global const long* g, __global {t}* out,
                      __global const {t}* cols, const long c_off) {{
+    /* One work-item per image row (b, c, h), COL2IM_CHUNK pixels at a time; each pixel sums
+       its taps in (i, j) order, as the one-pixel-per-item form did. */
     const long gid = get_global_id(0);
     if (gid >= n) return;
     {_GEOMETRY}
-    long rem = gid;
-    const long w = rem % W; rem /= W;
-    const long h = rem % H; rem /= H;
-    const long c = rem % C; const long b = rem / C;
-    const long rp = h + TOP, sp = w + LEFT;
-    {ct} acc = ({ct})0;
-    for (long i = 0; i < KH; ++i) {{
-        const long rr = rp - i * DH;
-        if (rr < 0) break;
-        if (rr % SH != 0 || rr / SH >= OH) continue;
-        const long p = rr / SH;
-        for (long j = 0; j < KW; ++j) {{
-            const long ss = sp - j * DW;
-            if (ss < 0) break;
-            if (ss % SW != 0 || ss / SW >= OW) continue;
-            const long q = ss / SW;
-            acc += ({ct})cols[c_off + (((c * KH + i) * KW + j) * N + b) * OH * OW + p * OW + q];
+    const long h = gid % H, c = (gid / H) % C, b = gid / (H * C);
+    const long plane = OH * OW;
+    {ct} acc[COL2IM_CHUNK];
+    for (long w0 = 0; w0 < W; w0 += COL2IM_CHUNK) {{
+        const long len = min((long)COL2IM_CHUNK, W - w0);
+        for (long u = 0; u < len; ++u) acc[u] = ({ct})0;
+        for (long i = 0; i < KH; ++i) {{
+            const long rr = h + TOP - i * DH;
+            if (rr < 0) break;
+            if (rr % SH != 0 || rr / SH >= OH) continue;
+            const long p = rr / SH;
+            for (long j = 0; j < KW; ++j) {{
+                __global const {t}* src = cols + c_off + (((c * KH + i) * KW + j) * N + b) * plane
+                                          + p * OW;
+                for (long u = 0; u < len; ++u) {{
+                    const long ss = w0 + u + LEFT - j * DW;
+                    if (ss < 0 || ss % SW != 0 || ss / SW >= OW) continue;
+                    acc[u] += ({ct})src[ss / SW];
+                }}
+            }}
         }}
+        for (long u = 0; u < len; ++u) out[gid * W + w0 + u] = ({t})acc[u];
     }}
-    out[gid] = ({t})acc;
 }}
 
 __kernel void max_pool(const long n, __global const long* g, __global {t}* out,

@@ -1,4 +1,5 @@
-"""CLBlast GEMM for the OpenCL backend's ``matmul`` (floats, above ``_SMALL_GEMM``)."""
+"""CLBlast GEMM for the OpenCL backend's ``matmul`` (floats, above ``_SMALL_GEMM``), with the
+kernel parameters :mod:`._gemm_tuning` chose for the shape."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import _runtime
 from ._array import OpenCLArray
+from ._gemm_tuning import shape_key
 
 if TYPE_CHECKING:
     from ._backend import OpenCLBackend
@@ -40,6 +42,7 @@ def gemm(
     cla = _runtime._cl().array
     dt = out.dtype
     q = bk.rt.queue
+    tuner = bk.rt.gemm_tuner()
 
     def wrap(x: OpenCLArray) -> Any:
         count = x._buf.size // dt.itemsize
@@ -54,16 +57,21 @@ def gemm(
             a2 = bk.reshape(bk.broadcast_to(x1, (*batch, m, k)), (rows, k))
         a2, at, lda = gemm_operand(bk, a2)
         b2, bt, ldb = gemm_operand(bk, b2)
-        pyclblast.gemm(
-            q, rows, n, k, wrap(a2), wrap(b2), wrap(out), a_ld=lda, b_ld=ldb, c_ld=n,
-            a_transp=at, b_transp=bt, a_offset=a2._offset, b_offset=b2._offset,
+        args = (q, rows, n, k, wrap(a2), wrap(b2), wrap(out))
+        opts = dict(
+            a_ld=lda, b_ld=ldb, c_ld=n, a_transp=at, b_transp=bt, a_offset=a2._offset,
+            b_offset=b2._offset,
         )  # fmt: skip
+        key = shape_key(dt.name, rows, n, k, at, bt)
+        tuner.run(key, dt.name, lambda: pyclblast.gemm(*args, **opts), q.finish)
         return
     a = bk._contiguous(bk.broadcast_to(x1, (*batch, m, k)))
     b = bk._contiguous(bk.broadcast_to(x2, (*batch, k, n)))
     nb = math.prod(batch)
-    pyclblast.gemmStridedBatched(
-        q, m, n, k, nb, wrap(a), wrap(b), wrap(out), a_ld=k, b_ld=n, c_ld=n,
-        a_stride=m * k, b_stride=k * n, c_stride=m * n, a_offset=a._offset,
-        b_offset=b._offset,
+    batched = (q, m, n, k, nb, wrap(a), wrap(b), wrap(out))
+    opts = dict(
+        a_ld=k, b_ld=n, c_ld=n, a_stride=m * k, b_stride=k * n, c_stride=m * n,
+        a_offset=a._offset, b_offset=b._offset,
     )  # fmt: skip
+    key = shape_key(dt.name, m, n, k, False, False, nb)
+    tuner.run(key, dt.name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)

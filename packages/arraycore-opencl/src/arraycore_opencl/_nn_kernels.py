@@ -40,12 +40,14 @@ class OpenCLKernels(KernelHost):
         return self.rt.meta(tuple(int(v) for v in values))
 
     def _nn_launch(
-        self, name: str, win: Window2d, out: OpenCLArray, *inputs: OpenCLArray
+        self, name: str, win: Window2d, out: OpenCLArray, *inputs: OpenCLArray, row: int = 1
     ) -> OpenCLArray:
-        args: list[Any] = [np.int64(out.size), self._geometry(win, *inputs), out._buf]
+        """Launch ``name`` with one work-item per ``row`` outputs (a kernel looping along rows)."""
+        items = out.size // row if row > 0 else 0
+        args: list[Any] = [np.int64(items), self._geometry(win, *inputs), out._buf]
         for x in inputs:
             args += [x._buf, np.int64(x._offset)]
-        self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), out.size, *args)
+        self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), items, *args)
         return out
 
     #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
@@ -55,12 +57,12 @@ class OpenCLKernels(KernelHost):
         """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
         from a strided ``x`` (the shared kernel would need a dense copy first)."""
         out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
-        return self._nn_launch("im2col", win, out, x)
+        return self._nn_launch("im2col", win, out, x, row=win.out_w)
 
     def col2im(self, cols: OpenCLArray, win: Window2d) -> OpenCLArray:
         """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
-        return self._nn_launch("col2im", win, out, self._contiguous(cols))
+        return self._nn_launch("col2im", win, out, self._contiguous(cols), row=win.w)
 
     def max_pool(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Max pooling read in place from a strided ``x`` (KernelHost hook)."""

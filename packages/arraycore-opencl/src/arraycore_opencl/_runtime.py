@@ -133,6 +133,15 @@ class DeviceRuntime:
         self.upload_bytes = 0
         self._freed_uploads: collections.deque[int] = collections.deque()
         self._stats_lock = threading.Lock()
+        self._gemm_tuner: Any = None
+
+    def gemm_tuner(self) -> Any:
+        """The device's :class:`~arraycore_opencl._gemm_tuning.GemmTuner` (made on first use)."""
+        if self._gemm_tuner is None:
+            from ._gemm_tuning import GemmTuner
+
+            self._gemm_tuner = GemmTuner(self.cl_device)
+        return self._gemm_tuner
 
     # -- programs --------------------------------------------------------------------------------
     def program(self, family: str, dtype: str) -> Any:

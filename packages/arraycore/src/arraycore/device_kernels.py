@@ -36,7 +36,14 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
   item per column);
 - ``lstm_cell_forward(n, H, steps, t, has_h, has_c, z, xs, c, h, gates, cs, tanh_c, y)`` and
   ``lstm_cell_backward(n, H, steps, t, has_dy, has_dh, has_dc, has_c0, dy, dh, dc, c0, gates, cs,
-  tanh_c, dz, dz_t)``: one LSTM time step's gates and cell, one work item per ``(row, unit)``.
+  tanh_c, dz, dz_t)``: one LSTM time step's gates and cell, one work item per ``(row, unit)``;
+- batch normalisation of ``(N, C, HW)``, three launches each way: ``bn_chunk_stats(C, N, HW, spc,
+  chunks, part_mean, part_m2, x)`` (one work item per channel and chunk of ``spc`` samples),
+  ``bn_merge_stats(C, N, HW, spc, chunks, mean, inv_std, part_mean, part_m2, eps)`` (one per
+  channel: the chunks merged in order), ``bn_normalize(n, C, HW, y, x, mean, inv_std, gamma,
+  beta)``; ``bn_chunk_grads(C, N, HW, spc, chunks, part_dy, part_dyx, dy, x, mean)``,
+  ``bn_merge_grads(C, chunks, dgamma, dbeta, part_dy, part_dyx, inv_std)``,
+  ``bn_backward_data(n, C, HW, count, dx, dy, x, mean, inv_std, gamma, dgamma, dbeta)``.
 """
 
 from __future__ import annotations
@@ -63,6 +70,12 @@ KERNELS = (
     "layer_norm_param_grads",
     "lstm_cell_forward",
     "lstm_cell_backward",
+    "bn_chunk_stats",
+    "bn_merge_stats",
+    "bn_normalize",
+    "bn_chunk_grads",
+    "bn_merge_grads",
+    "bn_backward_data",
 )
 
 #: dtypes the kernels are built for (float16 needs conversions the source does not have).
@@ -443,6 +456,113 @@ KERNEL void layer_norm_param_grads(const i64 rows, const i64 d, GLOBAL T* dgamma
     dbeta[j] = sb;
 }
 
+/* Batch normalisation of (N, C, HW) x per channel c (HW = 1 for (N, C) input), in three
+   launches each way. Statistics: work item (c, k) takes chunk k of channel c, the samples
+   [k*spc, min(N, (k+1)*spc)) at every position, and writes its mean and its sum of squared
+   deviations about that mean (two passes over a chunk small enough to stay in cache). */
+KERNEL void bn_chunk_stats(const i64 C, const i64 N, const i64 HW, const i64 spc,
+                           const i64 chunks, GLOBAL T* part_mean, GLOBAL T* part_m2,
+                           GLOBAL const T* x) {
+    const i64 id = GID;
+    if (id >= C * chunks) return;
+    const i64 c = id / chunks, k = id % chunks;
+    const i64 n0 = k * spc, n1 = (n0 + spc < N) ? n0 + spc : N;
+    T s = (T)0;
+    for (i64 n = n0; n < n1; ++n) {
+        GLOBAL const T* row = x + (n * C + c) * HW;
+        for (i64 j = 0; j < HW; ++j) s += row[j];
+    }
+    const T m = s / (T)((n1 - n0) * HW);
+    T q = (T)0;
+    for (i64 n = n0; n < n1; ++n) {
+        GLOBAL const T* row = x + (n * C + c) * HW;
+        for (i64 j = 0; j < HW; ++j) q += (row[j] - m) * (row[j] - m);
+    }
+    part_mean[id] = m;
+    part_m2[id] = q;
+}
+
+/* Per channel: the chunks' (count, mean, M2) merged in chunk order (Chan, Golub and LeVeque's
+   pairwise update), the biased variance M2 / count, inv_std = 1 / sqrt(var + eps). */
+KERNEL void bn_merge_stats(const i64 C, const i64 N, const i64 HW, const i64 spc,
+                           const i64 chunks, GLOBAL T* mean, GLOBAL T* inv_std,
+                           GLOBAL const T* part_mean, GLOBAL const T* part_m2, const T eps) {
+    const i64 c = GID;
+    if (c >= C) return;
+    T count = (T)0, m = (T)0, m2 = (T)0;
+    for (i64 k = 0; k < chunks; ++k) {
+        const i64 n0 = k * spc, n1 = (n0 + spc < N) ? n0 + spc : N;
+        const T nk = (T)((n1 - n0) * HW);
+        const T total = count + nk;
+        const T d = part_mean[c * chunks + k] - m;
+        m += d * (nk / total);
+        m2 += part_m2[c * chunks + k] + d * d * (count * nk / total);
+        count = total;
+    }
+    mean[c] = m;
+    inv_std[c] = (T)1 / sqrt(m2 / count + eps);
+}
+
+/* y = (x - mean) * (inv_std gamma) + beta, one work item per element. */
+KERNEL void bn_normalize(const i64 n, const i64 C, const i64 HW, GLOBAL T* y,
+                         GLOBAL const T* x, GLOBAL const T* mean, GLOBAL const T* inv_std,
+                         GLOBAL const T* gamma, GLOBAL const T* beta) {
+    const i64 i = GID;
+    if (i >= n) return;
+    const i64 c = (i / HW) % C;
+    y[i] = (x[i] - mean[c]) * (inv_std[c] * gamma[c]) + beta[c];
+}
+
+/* Backward statistics per (channel, chunk) as bn_chunk_stats: sum(dy), sum(dy (x - mean)). */
+KERNEL void bn_chunk_grads(const i64 C, const i64 N, const i64 HW, const i64 spc,
+                           const i64 chunks, GLOBAL T* part_dy, GLOBAL T* part_dyx,
+                           GLOBAL const T* dy, GLOBAL const T* x, GLOBAL const T* mean) {
+    const i64 id = GID;
+    if (id >= C * chunks) return;
+    const i64 c = id / chunks, k = id % chunks;
+    const i64 n0 = k * spc, n1 = (n0 + spc < N) ? n0 + spc : N;
+    const T m = mean[c];
+    T a = (T)0, b = (T)0;
+    for (i64 n = n0; n < n1; ++n) {
+        const i64 at = (n * C + c) * HW;
+        for (i64 j = 0; j < HW; ++j) {
+            a += dy[at + j];
+            b += dy[at + j] * (x[at + j] - m);
+        }
+    }
+    part_dy[id] = a;
+    part_dyx[id] = b;
+}
+
+/* Per channel: dbeta = sum(dy), dgamma = sum(dy (x - mean)) inv_std, chunks in order. */
+KERNEL void bn_merge_grads(const i64 C, const i64 chunks, GLOBAL T* dgamma, GLOBAL T* dbeta,
+                           GLOBAL const T* part_dy, GLOBAL const T* part_dyx,
+                           GLOBAL const T* inv_std) {
+    const i64 c = GID;
+    if (c >= C) return;
+    T a = (T)0, b = (T)0;
+    for (i64 k = 0; k < chunks; ++k) {
+        a += part_dy[c * chunks + k];
+        b += part_dyx[c * chunks + k];
+    }
+    dbeta[c] = a;
+    dgamma[c] = b * inv_std[c];
+}
+
+/* dx = (dy - dbeta / count - x_hat dgamma / count) (inv_std gamma), one work item per element. */
+KERNEL void bn_backward_data(const i64 n, const i64 C, const i64 HW, const T count,
+                             GLOBAL T* dx, GLOBAL const T* dy, GLOBAL const T* x,
+                             GLOBAL const T* mean, GLOBAL const T* inv_std,
+                             GLOBAL const T* gamma, GLOBAL const T* dgamma,
+                             GLOBAL const T* dbeta) {
+    const i64 i = GID;
+    if (i >= n) return;
+    const i64 c = (i / HW) % C;
+    const T inv = inv_std[c];
+    const T x_hat = (x[i] - mean[c]) * inv;
+    dx[i] = (dy[i] - dbeta[c] / count - x_hat * (dgamma[c] / count)) * (inv * gamma[c]);
+}
+
 /* One LSTM step t (gates i, f, g, o; arraycore._nn_rnn's conventions): the pre-activations are
    xs[:, t] (+ z = h_{t-1} @ u when has_h), both with the per-gate scale folded in, so that each
    gate is tanh(pre) * scale + shift. Writes the gates, c, tanh(c) and h = y[:, t] of step t
@@ -556,6 +676,8 @@ SHARED_NN: tuple[str, ...] = (
     "softmax_cross_entropy",
     "gelu",
     "gelu_backward",
+    "batch_norm",
+    "batch_norm_backward",
     "layer_norm",
     "layer_norm_backward",
     "lstm",

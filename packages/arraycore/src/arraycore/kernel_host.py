@@ -342,6 +342,69 @@ class KernelHost(ABC):
             return _nn.gelu_backward(namespace_of(x), dy, x, approximate=approximate)
         return out
 
+    # -- batch normalisation ----------------------------------------------------------------------
+    #: Elements of a channel one work item of the statistics kernels sums (whole samples).
+    BN_CHUNK = 4096
+
+    def _bn_geometry(self, x: Any) -> tuple[Any, ...]:
+        """The statistics kernels' ``(C, N, HW, samples per chunk, chunks)`` of (N, C) or
+        (N, C, H, W) ``x``, as kernel arguments."""
+        n, c = int(x.shape[0]), int(x.shape[1])
+        hw = math.prod(int(s) for s in x.shape[2:])
+        spc = max(1, self.BN_CHUNK // max(hw, 1))
+        return tuple(np.int64(v) for v in (c, n, hw, spc, -(-n // spc)))
+
+    def shared_batch_norm(
+        self, x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5
+    ) -> tuple[Any, Any, Any]:
+        """:func:`arraycore._nn_batchnorm.batch_norm` in three launches: chunk statistics, their
+        merge per channel (Chan's update: one pass over ``x`` for the variance instead of the
+        reference's centred copy), then the normalisation."""
+        xp = self._kernel_xp("batch_norm", x, gamma, beta)
+        _nn.check_batch_norm(xp.isdtype, x, gamma, beta, eps)
+        if x.dtype.name not in DTYPES or math.prod(int(s) for s in x.shape) == 0:
+            return _nn.batch_norm(xp, x, gamma, beta, eps)
+        geo = self._bn_geometry(x)
+        c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
+        part_mean, part_m2 = (self.kernel_empty((c, chunks), dt) for _ in range(2))
+        mean, inv_std = self.kernel_empty((c,), dt), self.kernel_empty((c,), dt)
+        dense = self._dense_arg(x)
+        parts = (self.kernel_arg(part_mean), self.kernel_arg(part_m2))
+        self.kernel_launch(dt, "bn_chunk_stats", c * chunks, *geo, *parts, dense)
+        stats = (self.kernel_arg(mean), self.kernel_arg(inv_std))
+        self.kernel_launch(dt, "bn_merge_stats", c, *geo, *stats, *parts, dt.type(eps))
+        y = self.kernel_empty(tuple(int(s) for s in x.shape), dt)
+        total = math.prod(int(s) for s in x.shape)
+        args = (self.kernel_arg(y), dense, *stats, self._dense_arg(gamma), self._dense_arg(beta))
+        self.kernel_launch(dt, "bn_normalize", total, np.int64(total), geo[0], hw, *args)
+        return y, mean, inv_std
+
+    def shared_batch_norm_backward(
+        self, dy: Any, x: Any, gamma: Any, mean: Any, inv_std: Any
+    ) -> tuple[Any, Any, Any]:
+        """:func:`arraycore._nn_batchnorm.batch_norm_backward` in three launches: per chunk
+        ``sum(dy)`` and ``sum(dy (x - mean))``, their sums per channel, then ``dx``."""
+        op = "batch_norm_backward"
+        xp = self._kernel_xp(op, dy, x, gamma, mean, inv_std)
+        _nn.check_batch_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
+        if x.dtype.name not in DTYPES or math.prod(int(s) for s in x.shape) == 0:
+            return _nn.batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
+        geo = self._bn_geometry(x)
+        c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
+        part_dy, part_dyx = (self.kernel_empty((c, chunks), dt) for _ in range(2))
+        dgamma, dbeta = self.kernel_empty((c,), dt), self.kernel_empty((c,), dt)
+        d_dy, d_x, d_mean, d_inv = (self._dense_arg(a) for a in (dy, x, mean, inv_std))
+        parts = (self.kernel_arg(part_dy), self.kernel_arg(part_dyx))
+        self.kernel_launch(dt, "bn_chunk_grads", c * chunks, *geo, *parts, d_dy, d_x, d_mean)
+        grads = (self.kernel_arg(dgamma), self.kernel_arg(dbeta))
+        self.kernel_launch(dt, "bn_merge_grads", c, geo[0], geo[4], *grads, *parts, d_inv)
+        dx = self.kernel_empty(tuple(int(s) for s in x.shape), dt)
+        total = math.prod(int(s) for s in x.shape)
+        count = dt.type(int(geo[1]) * int(hw))
+        args = (self.kernel_arg(dx), d_dy, d_x, d_mean, d_inv, self._dense_arg(gamma), *grads)
+        self.kernel_launch(dt, "bn_backward_data", total, np.int64(total), geo[0], hw, count, *args)
+        return dx, dgamma, dbeta
+
     # -- layer normalisation ----------------------------------------------------------------------
     def shared_layer_norm(
         self, x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5

@@ -1,0 +1,202 @@
+"""CLBlast's GEMM parameters measured on the device: the fastest of a few candidates per shape.
+
+CLBlast takes its kernels' tile sizes from a database tuned per device. A device that is not in
+it (PoCL's CPU devices, a GPU newer than the library) gets generic values, and on PoCL those run
+a convolution's products at 8-10 GFLOP/s where tuned tiles reach 40-75 (measured 2026-11-26 on
+a 2-core AMD EPYC). CLBlast's own tuners are separate programs that rebuild its database; instead
+this module uses its documented run-time hook, ``OverrideParameters``, the way
+``torch.backends.cudnn.benchmark`` picks convolution algorithms:
+
+* ``ARRAYCORE_OPENCL_TUNE=1``: the first time a product shape ``(m, n, k, transposes, dtype)``
+  runs, each candidate below is timed on it (the call's own operands; a few runs each) and the
+  fastest is kept, for this process and in a JSON file per device (``ARRAYCORE_CACHE_DIR``, else
+  ``~/.cache/arraycore``), so later processes reuse the choice without timing. The first step of
+  a network therefore takes seconds to minutes longer (PoCL also compiles each candidate once).
+* unset: the choices already on file for the device are used; shapes without one use the most
+  chosen candidate on file, or CLBlast's database when there is no file.
+* ``ARRAYCORE_OPENCL_TUNE=0``: CLBlast's database only.
+
+Results differ between candidates in rounding only (the order of the k-sums); a run that tunes
+may pick differently from the last one, as with cuDNN's benchmark mode.
+
+The candidates: CLBlast's direct kernel (no padding or transposing copies, best for small
+products), and indirect ``Xgemm`` tiles for CPUs (no local memory, 8-wide vectors, 16-64
+work-items) and for GPUs (local-memory tiles, 64-256 work-items). A candidate the device refuses
+(work-group too large, a CLBlast error) is dropped for the rest of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ENV_TUNE = "ARRAYCORE_OPENCL_TUNE"
+ENV_CACHE = "ARRAYCORE_CACHE_DIR"
+
+#: CLBlast routes ``m * n * k < size**3`` to its direct kernel: 4096 sends every product there,
+#: 1 none.
+_DIRECT, _INDIRECT = 4096, 1
+
+
+def _xgemm(mwg: int, nwg: int, mdimc: int, ndimc: int, vw: int, kwg: int, local: int) -> dict:
+    """One ``Xgemm`` parameter set (square thread tiles for loading: MDIMA = MDIMC, NDIMB =
+    NDIMC; ``local`` caches both operands' tiles in local memory)."""
+    return {
+        "GEMMK": 0, "KREG": 1, "KWG": kwg, "KWI": 2, "MDIMA": mdimc, "MDIMC": mdimc, "MWG": mwg,
+        "NDIMB": ndimc, "NDIMC": ndimc, "NWG": nwg, "SA": local, "SB": local, "STRM": 0,
+        "STRN": 0, "VWM": vw, "VWN": vw,
+    }  # fmt: skip
+
+
+#: name -> (XGEMM_MIN_INDIRECT_SIZE, Xgemm parameters or None to keep the database's).
+CANDIDATES: dict[str, tuple[int, dict[str, int] | None]] = {
+    "direct": (_DIRECT, None),
+    "cpu128": (_INDIRECT, _xgemm(128, 128, 8, 8, 8, 16, 0)),
+    "cpu64": (_INDIRECT, _xgemm(64, 64, 4, 4, 8, 16, 0)),
+    "cpu32x128": (_INDIRECT, _xgemm(32, 128, 4, 8, 8, 16, 0)),
+    "cpu128x32": (_INDIRECT, _xgemm(128, 32, 8, 4, 8, 16, 0)),
+    "gpu64": (_INDIRECT, _xgemm(64, 64, 8, 8, 4, 16, 1)),
+    "gpu128": (_INDIRECT, _xgemm(128, 128, 16, 16, 4, 16, 1)),
+}
+
+_PRECISION = {"float16": 16, "float32": 32, "float64": 64}
+
+
+def _work_group(params: dict[str, int] | None) -> int:
+    return 0 if params is None else params["MDIMC"] * params["NDIMC"]
+
+
+class GemmTuner:
+    """The candidate in force on one device and the choice per product shape."""
+
+    def __init__(self, device: Any, mode: str | None = None) -> None:
+        self.device = device
+        mode = os.environ.get(ENV_TUNE, "") if mode is None else mode
+        self.tune = mode.strip() == "1"
+        self.off = mode.strip() == "0"
+        self.name = f"{device.platform.name} {device.name} {device.driver_version}"
+        limit = int(device.max_work_group_size)
+        self.candidates = {n: c for n, c in CANDIDATES.items() if _work_group(c[1]) <= limit}
+        self.path = cache_path(self.name)
+        self.choices: dict[str, str] = {} if self.off else self._load()
+        self.current: dict[int, str] = {}  # precision -> candidate in force
+        self.timings: dict[str, dict[str, float]] = {}
+        self._lock = threading.Lock()
+
+    def _load(self) -> dict[str, str]:
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+        found = data.get("choices", {}) if isinstance(data, dict) else {}
+        return {k: v for k, v in found.items() if v in self.candidates}
+
+    def _save(self) -> None:
+        """Write the choices atomically (a concurrent reader sees the old file or the new)."""
+        data = {"device": self.name, "choices": dict(sorted(self.choices.items()))}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data, indent=1) + "\n")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # a read-only cache costs the next process its timing, nothing else
+
+    def _apply(self, name: str, precision: int) -> bool:
+        """Put candidate ``name`` in force (False, and the candidate dropped, if refused)."""
+        if self.current.get(precision) == name:
+            return True
+        import pyclblast
+
+        size, params = self.candidates[name]
+        try:
+            if params is not None:
+                pyclblast.override_parameters(self.device, "Xgemm", precision, params)
+            routine = {"XGEMM_MIN_INDIRECT_SIZE": size}
+            pyclblast.override_parameters(self.device, "GemmRoutine", precision, routine)
+        except RuntimeError:  # CLBlast refuses the set: never offer it again
+            del self.candidates[name]
+            self.current.pop(precision, None)
+            return False
+        self.current[precision] = name
+        return True
+
+    def fallback(self) -> str | None:
+        """The candidate for a shape without a choice: the one chosen most, if any."""
+        if not self.choices:
+            return None
+        names = list(self.choices.values())
+        return max(set(names), key=names.count)
+
+    def run(self, key: str, dtype: str, call: Any, sync: Any) -> None:
+        """``call()`` (one GEMM) under the candidate chosen for ``key``, timing them first when
+        tuning and ``key`` is new."""
+        precision = _PRECISION.get(dtype)
+        if self.off or precision is None:
+            call()
+            return
+        with self._lock:
+            name = self.choices.get(key)
+            if name is None and self.tune:
+                name = self._measure(key, precision, call, sync)
+                if name is not None:
+                    return  # the output holds the last timed run's product
+            name = name or self.fallback()
+            if name is not None and not self._apply(name, precision):
+                self.choices.pop(key, None)
+            call()
+
+    def _measure(self, key: str, precision: int, call: Any, sync: Any) -> str | None:
+        times: dict[str, float] = {}
+        for name in list(self.candidates):
+            if not self._apply(name, precision):
+                continue
+            try:
+                call()  # builds the kernels (PoCL: seconds, once per candidate per device)
+                sync()
+                best = math.inf
+                for _ in range(2):
+                    start = time.perf_counter()
+                    call()
+                    sync()
+                    best = min(best, time.perf_counter() - start)
+            except (RuntimeError, _cl_error()):  # e.g. out of local memory at launch
+                del self.candidates[name]
+                self.current.pop(precision, None)
+                continue
+            times[name] = best
+        if not times:
+            return None
+        name = min(times, key=times.__getitem__)
+        self.timings[key] = times
+        self.choices[key] = name
+        self._save()
+        self._apply(name, precision)
+        call()
+        return name
+
+
+def _cl_error() -> type[Exception]:
+    import pyopencl
+
+    error: type[Exception] = pyopencl.Error
+    return error
+
+
+def shape_key(dtype: str, m: int, n: int, k: int, at: bool, bt: bool, batch: int = 1) -> str:
+    """The choice's key: one product shape (``batch`` > 1 for a strided batch)."""
+    t = ("t" if at else "n") + ("t" if bt else "n")
+    return f"{dtype} {batch}x{m}x{n}x{k} {t}"
+
+
+def cache_path(device_name: str) -> Path:
+    """The choices' file for a device: ``$ARRAYCORE_CACHE_DIR`` or ``~/.cache/arraycore``."""
+    root = os.environ.get(ENV_CACHE) or os.path.join(os.path.expanduser("~"), ".cache", "arraycore")
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", device_name).strip("-")[:120]
+    return Path(root) / "opencl-gemm" / f"{slug}.json"

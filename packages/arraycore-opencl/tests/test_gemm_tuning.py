@@ -1,0 +1,138 @@
+"""CLBlast GEMM parameters chosen by timing on the device (``ARRAYCORE_OPENCL_TUNE``).
+
+Each case runs in a fresh interpreter: CLBlast's parameter overrides are process-wide, and a
+fresh process is also what a later run that reuses the file on disk looks like.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from arraycore.backend import BackendUnavailable
+from arraycore_opencl import OpenCLBackend
+from arraycore_opencl._gemm_tuning import CANDIDATES, cache_path, shape_key
+
+try:
+    OpenCLBackend.probe()
+except BackendUnavailable as exc:  # pragma: no cover - only where OpenCL is absent
+    pytest.skip(f"no usable OpenCL device here: {exc}", allow_module_level=True)
+
+#: Products of every routing: plain, transposed operands (views passed with CLBlast's flags), a
+#: batch sharing its right-hand side (one GEMM) and a strided batch; all above _SMALL_GEMM.
+SCRIPT = """
+import json, numpy as np, arraycore
+xp = arraycore.namespace("opencl", device=0)
+rng = np.random.default_rng(0)
+a = rng.standard_normal((96, 160), dtype=np.float32)
+b = rng.standard_normal((160, 112), dtype=np.float32)
+c = rng.standard_normal((3, 96, 160), dtype=np.float32)
+d = rng.standard_normal((3, 160, 112), dtype=np.float32)
+cases = [
+    (a, b, lambda x, y: xp.matmul(x, y)),
+    (b.T.copy(), b, lambda x, y: xp.matmul(xp.permute_dims(x, (1, 0)), xp.permute_dims(y, (1, 0)))),
+    (c, b, lambda x, y: xp.matmul(x, y)),
+    (c, d, lambda x, y: xp.matmul(x, y)),
+]
+errors = []
+for x, y, f in cases:
+    got = xp.to_numpy(f(xp.asarray(x), xp.asarray(y)))
+    ref = x @ y if f is not cases[1][2] else x.T @ y.T
+    errors.append(float(np.max(np.abs(got - ref)) / np.max(np.abs(ref))))
+tuner = xp._backend.rt.gemm_tuner()
+print(json.dumps({
+    "errors": errors, "choices": tuner.choices, "timings": tuner.timings,
+    "current": {str(k): v for k, v in tuner.current.items()}, "path": str(tuner.path),
+    "name": tuner.name,
+}))
+"""
+
+
+def _run(cache: Path, tune: str | None) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k != "ARRAYCORE_OPENCL_TUNE"}
+    env["ARRAYCORE_CACHE_DIR"] = str(cache)
+    if tune is not None:
+        env["ARRAYCORE_OPENCL_TUNE"] = tune
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(SCRIPT)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    cache = tmp_path_factory.mktemp("cache")
+    return cache, _run(cache, "1")
+
+
+def test_tuning_times_every_candidate_per_shape_and_keeps_the_fastest(
+    tuned: tuple[Path, dict[str, Any]],
+) -> None:
+    _, out = tuned
+    assert max(out["errors"]) < 1e-5, out["errors"]  # every candidate computes the product
+    keys = {
+        shape_key("float32", 96, 112, 160, False, False),
+        shape_key("float32", 160, 160, 112, True, True),
+        shape_key("float32", 288, 112, 160, False, False),  # the batch folded into the rows
+        shape_key("float32", 96, 112, 160, False, False, 3),
+    }
+    assert set(out["choices"]) == keys
+    for key in keys:
+        times = out["timings"][key]
+        assert set(times) == set(CANDIDATES), "PoCL accepts every candidate"
+        assert out["choices"][key] == min(times, key=times.__getitem__)
+        assert all(t > 0 for t in times.values())
+
+
+def test_choices_are_written_per_device_and_reused_without_timing(
+    tuned: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, first = tuned
+    path = Path(first["path"])
+    monkeypatch.setenv("ARRAYCORE_CACHE_DIR", str(cache))
+    assert path == cache_path(first["name"])
+    assert path.parent == cache / "opencl-gemm"
+    on_file = json.loads(path.read_text())
+    assert on_file == {"device": first["name"], "choices": first["choices"]}
+    assert not list(path.parent.glob("*.tmp")), "written through a temporary file"
+
+    again = _run(cache, None)
+    assert again["timings"] == {}, "nothing timed: the file's choices are used"
+    assert again["choices"] == first["choices"]
+    assert max(again["errors"]) < 1e-5
+    last = shape_key("float32", 96, 112, 160, False, False, 3)
+    assert again["current"] == {"32": first["choices"][last]}
+
+
+def test_tune_zero_ignores_the_file_and_overrides_nothing(
+    tuned: tuple[Path, dict[str, Any]],
+) -> None:
+    cache, _ = tuned
+    out = _run(cache, "0")
+    assert out["choices"] == {} and out["timings"] == {} and out["current"] == {}
+    assert max(out["errors"]) < 1e-5
+
+
+def test_a_damaged_file_or_unknown_candidate_falls_back_to_clblast(tmp_path: Path) -> None:
+    probe = _run(tmp_path, "0")
+    path = Path(probe["path"])
+    path.parent.mkdir(parents=True)
+    for text in ("{not json", json.dumps({"choices": {"float32 1x96x112x160 nn": "no-such"}})):
+        path.write_text(text)
+        out = _run(tmp_path, None)
+        assert out["choices"] == {} and out["current"] == {}, "CLBlast's database"
+        assert max(out["errors"]) < 1e-5
