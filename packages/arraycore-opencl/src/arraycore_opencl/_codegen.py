@@ -590,6 +590,24 @@ __kernel void max_pool_backward(const long n, __global const long* g, __global {
     }}
     out[gid] = ({t})acc;
 }}
+
+/* The same gradient where windows do not overlap (stride >= kernel): one work-item per window
+   writes its dy to its winner, in an output zero-filled beforehand (each pixel is in at most
+   one window, so the write is the sum the gather form makes). */
+__kernel void max_pool_backward_windows(const long n, __global const long* g,
+                                        __global {t}* out, __global const {t}* x,
+                                        const long x_off, __global const {t}* dy,
+                                        const long dy_off) {{
+    const long gid = get_global_id(0);
+    if (gid >= n) return;
+    {_GEOMETRY}
+    const long q = gid % OW, p = (gid / OW) % OH, bc = gid / (OW * OH);
+    const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
+    const long at = window_winner(x, base, g, p, q);
+    if (at >= 0)
+        out[bc * H * W + at] = dy[dy_off + (bc / C) * g[18] + (bc % C) * g[19] + p * g[20]
+                                  + q * g[21]];
+}}
 """
 
 

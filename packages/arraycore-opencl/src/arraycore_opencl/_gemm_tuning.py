@@ -59,6 +59,7 @@ CANDIDATES: dict[str, tuple[int, dict[str, int] | None]] = {
     "direct": (_DIRECT, None),
     "cpu128": (_INDIRECT, _xgemm(128, 128, 8, 8, 8, 16, 0)),
     "cpu64": (_INDIRECT, _xgemm(64, 64, 4, 4, 8, 16, 0)),
+    "cpu32": (_INDIRECT, _xgemm(32, 32, 4, 4, 8, 16, 0)),  # small outputs, long k
     "cpu32x128": (_INDIRECT, _xgemm(32, 128, 4, 8, 8, 16, 0)),
     "cpu128x32": (_INDIRECT, _xgemm(128, 32, 8, 4, 8, 16, 0)),
     "gpu64": (_INDIRECT, _xgemm(64, 64, 8, 8, 4, 16, 1)),

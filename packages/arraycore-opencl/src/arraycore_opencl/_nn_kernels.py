@@ -40,10 +40,18 @@ class OpenCLKernels(KernelHost):
         return self.rt.meta(tuple(int(v) for v in values))
 
     def _nn_launch(
-        self, name: str, win: Window2d, out: OpenCLArray, *inputs: OpenCLArray, row: int = 1
+        self,
+        name: str,
+        win: Window2d,
+        out: OpenCLArray,
+        *inputs: OpenCLArray,
+        row: int = 1,
+        items: int | None = None,
     ) -> OpenCLArray:
-        """Launch ``name`` with one work-item per ``row`` outputs (a kernel looping along rows)."""
-        items = out.size // row if row > 0 else 0
+        """Launch ``name`` with one work-item per ``row`` outputs (a kernel looping along rows),
+        or ``items`` work-items."""
+        if items is None:
+            items = out.size // row if row > 0 else 0
         args: list[Any] = [np.int64(items), self._geometry(win, *inputs), out._buf]
         for x in inputs:
             args += [x._buf, np.int64(x._offset)]
@@ -70,9 +78,15 @@ class OpenCLKernels(KernelHost):
         return self._nn_launch("max_pool", win, out, x)
 
     def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: Window2d) -> OpenCLArray:
-        """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook)."""
-        out = self._empty((win.n, win.c, win.h, win.w), dy.dtype)
-        return self._nn_launch("max_pool_backward", win, out, x, dy)
+        """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook): one
+        work-item per window where windows do not overlap, else one per pixel gathering from
+        the windows that hold it."""
+        shape = (win.n, win.c, win.h, win.w)
+        if win.stride[0] >= win.kh and win.stride[1] >= win.kw:
+            out = self.full(shape, 0, dy.dtype)
+            windows = win.n * win.c * win.out_h * win.out_w
+            return self._nn_launch("max_pool_backward_windows", win, out, x, dy, items=windows)
+        return self._nn_launch("max_pool_backward", win, self._empty(shape, dy.dtype), x, dy)
 
     # -- KernelHost: arraycore's shared kernels (average pooling, softmax family, GELU) --------
     # The CUDA backend runs the same kernel bodies and the same host code (KernelHost).

@@ -159,9 +159,26 @@ class KernelHost(ABC):
             return _nn.conv2d_backward_data(
                 xp, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
             )
+        flipped = self._flipped_padding(win)
+        if flipped is not None:
+            # Stride 1: dx is dy convolved with the flipped, transposed kernel (an im2col of dy
+            # and one GEMM with k = O*KH*KW, as the forward pass; no col2im gather).
+            wt = self.kernel_dense(xp.permute_dims(xp.flip(w, axis=(2, 3)), (1, 0, 2, 3)))
+            return self.shared_conv2d(dy, wt, padding=flipped, dilation=win.dilation)
         w2 = self._matrix(xp, w)
         cols = xp.matmul(xp.permute_dims(w2, (1, 0)), self._channels_first(xp, dy))
         return self.col2im(cols, win)
+
+    @staticmethod
+    def _flipped_padding(win: Any) -> Any:
+        """The padding of the convolution of ``dy`` that gives the input gradient of stride-1
+        window ``win`` (``dilation * (k - 1) - pad`` per side), or None: strided windows, or a
+        side padded by more than the kernel spans (its gradient would need cropping)."""
+        if tuple(win.stride) != (1, 1):
+            return None
+        spans = (win.dilation[0] * (win.kh - 1), win.dilation[1] * (win.kw - 1))
+        pads = tuple((span - a, span - b) for span, (a, b) in zip(spans, win.pads, strict=True))
+        return pads if min(min(p) for p in pads) >= 0 else None
 
     def shared_conv2d_backward_filter(
         self,
