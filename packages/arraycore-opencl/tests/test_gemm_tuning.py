@@ -136,3 +136,18 @@ def test_a_damaged_file_or_unknown_candidate_falls_back_to_clblast(tmp_path: Pat
         out = _run(tmp_path, None)
         assert out["choices"] == {} and out["current"] == {}, "CLBlast's database"
         assert max(out["errors"]) < 1e-5
+
+
+def test_arraycore_info_says_where_the_choices_are(
+    tuned: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, _ = tuned
+    monkeypatch.setenv("ARRAYCORE_CACHE_DIR", str(cache))
+    monkeypatch.delenv("ARRAYCORE_OPENCL_TUNE", raising=False)
+    line = OpenCLBackend.version()
+    assert f"1 device file(s) of choices in {cache / 'opencl-gemm'}" in line
+    assert "set ARRAYCORE_OPENCL_TUNE=1 to time new shapes" in line
+    monkeypatch.setenv("ARRAYCORE_OPENCL_TUNE", "0")
+    assert (
+        "GEMM parameters: CLBlast's database (ARRAYCORE_OPENCL_TUNE=0)" in OpenCLBackend.version()
+    )

@@ -19,7 +19,7 @@ from arraycore.backend import (
     Shape,
 )
 
-from . import _gemm, _runtime
+from . import _gemm, _gemm_tuning, _runtime
 from ._array import OpenCLArray, _broadcast_strides, _collapse, contiguous_strides
 from ._nn_kernels import OpenCLKernels
 from ._runtime import DTYPE_NAME as _NAME
@@ -103,6 +103,7 @@ class OpenCLBackend(Backend, OpenCLKernels):
                 parts.append(f"{dist} missing")
         lib = ctypes.util.find_library("clblast")
         parts.append(f"CLBlast {lib}" if lib else "CLBlast not found")
+        parts.append(_gemm_tuning.describe())
         try:
             import pyopencl
 

@@ -16,6 +16,8 @@ this module uses its documented run-time hook, ``OverrideParameters``, the way
   chosen candidate on file, or CLBlast's database when there is no file.
 * ``ARRAYCORE_OPENCL_TUNE=0``: CLBlast's database only.
 
+The database's own choice cannot be among the candidates (CLBlast has no call to read it, nor to
+undo an override), so on a device CLBlast was tuned for (most GPUs) leave the variable unset.
 Results differ between candidates in rounding only (the order of the k-sums); a run that tunes
 may pick differently from the last one, as with cuDNN's benchmark mode.
 
@@ -60,6 +62,8 @@ CANDIDATES: dict[str, tuple[int, dict[str, int] | None]] = {
     "cpu128": (_INDIRECT, _xgemm(128, 128, 8, 8, 8, 16, 0)),
     "cpu64": (_INDIRECT, _xgemm(64, 64, 4, 4, 8, 16, 0)),
     "cpu32": (_INDIRECT, _xgemm(32, 32, 4, 4, 8, 16, 0)),  # small outputs, long k
+    "cpu16x128": (_INDIRECT, _xgemm(16, 128, 2, 8, 8, 16, 0)),  # 16 rows (16 channels)
+    "cpu16x32": (_INDIRECT, _xgemm(16, 32, 2, 4, 8, 16, 0)),
     "cpu32x128": (_INDIRECT, _xgemm(32, 128, 4, 8, 8, 16, 0)),
     "cpu128x32": (_INDIRECT, _xgemm(128, 32, 8, 4, 8, 16, 0)),
     "gpu64": (_INDIRECT, _xgemm(64, 64, 8, 8, 4, 16, 1)),
@@ -181,6 +185,17 @@ class GemmTuner:
         self._apply(name, precision)
         call()
         return name
+
+
+def describe() -> str:
+    """What ``arraycore info`` says about GEMM tuning in this environment."""
+    mode = os.environ.get(ENV_TUNE, "").strip()
+    folder = cache_path("x").parent
+    if mode == "0":
+        return f"GEMM parameters: CLBlast's database ({ENV_TUNE}=0)"
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    what = "new shapes timed" if mode == "1" else f"set {ENV_TUNE}=1 to time new shapes"
+    return f"GEMM parameters: {len(files)} device file(s) of choices in {folder} ({what})"
 
 
 def _cl_error() -> type[Exception]:
