@@ -459,6 +459,55 @@ def test_batch_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
         _close(dx / scale, want_dx / scale, dtype, 64 * n * hw)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("state", [True, False])
+def test_gru_cell_kernels(ocl: OpenCLRunner, dtype: str, state: bool) -> None:
+    """The GRU's time steps as the host code runs them (one product with ``u`` and one launch
+    per step, both ways) against arraycore's reference GRU, with and without an initial
+    state."""
+    from arraycore import _nn_gru, _nn_rnn
+
+    _needs(ocl, dtype)
+    n, steps, hidden = 3, 4, 5
+    xw = _random(80, (n, steps, 3 * hidden), dtype)
+    u = (0.5 * _random(81, (hidden, 3 * hidden), dtype)).astype(dtype)
+    b = _random(82, (3 * hidden,), dtype)
+    h0 = _random(83, (n, hidden), dtype) if state else None
+    want_y, want_saved = _nn_gru.gru_sequence(XP, xw, u, b, h0)
+    h = h0.copy() if state else np.zeros((n, hidden), dtype)
+    outs = [np.empty((n, steps, k * hidden), dtype) for k in (2, 1, 1, 1)]  # ru, cand, rec_n, y
+    sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(steps))
+    for t in range(steps):
+        has_h = state or t > 0
+        hid = (h @ u).astype(dtype) if has_h else b
+        h, *outs = ocl.call(
+            dtype, "gru_cell_forward", n * hidden, *sizes, np.int64(t), np.int32(has_h), hid, xw,
+            b, h, *outs,
+        )[3:]  # fmt: skip
+    for got, want in zip((outs[3], *outs[:3]), (want_y, *want_saved), strict=True):
+        _close(got, want, dtype, 8 * hidden)
+    dy = _random(84, want_y.shape, dtype)
+    want = _nn_gru.gru_sequence_backward(XP, dy, u, h0, want_y, want_saved)
+    u_t = np.ascontiguousarray(_nn_rnn.transposed_u(XP, u))
+    dxw, dhid = (np.empty((n, steps, 3 * hidden), dtype) for _ in range(2))
+    dhz, g = np.zeros((n, hidden), dtype), np.zeros((n, hidden), dtype)
+    h0_arg = h0 if state else np.zeros_like(dhz)  # not read: has_h0 is 0
+    for t in range(steps - 1, -1, -1):
+        flags = (np.int32(t < steps - 1), np.int32(state))
+        got = ocl.call(
+            dtype, "gru_cell_backward", n * hidden, *sizes, np.int64(t), *flags, dy, g, dhz,
+            h0_arg, want_y, *want_saved, dxw, dhid,
+        )  # fmt: skip
+        dhz, dxw, dhid = got[2], got[8], got[9]
+        g = (dhid[:, t] @ u_t).astype(dtype)
+    _close(dxw, want[0], dtype, 16 * hidden * steps)
+    du, db = _nn_gru.weight_grads(XP, _nn_gru.previous_states(XP, want_y, h0), dhid)
+    _close(du, want[1], dtype, 16 * hidden * steps * n)
+    _close(db, want[2], dtype, 16 * hidden * steps * n)
+    if state:
+        _close(g + dhz, want[3], dtype, 16 * hidden * steps)
+
+
 def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
@@ -466,5 +515,5 @@ def test_every_kernel_is_exercised() -> None:
     tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
     tested |= {"lstm_cell_forward", "lstm_cell_backward"}
     tested |= {"bn_chunk_stats", "bn_merge_stats", "bn_normalize", "bn_chunk_grads"}
-    tested |= {"bn_merge_grads", "bn_backward_data"}
+    tested |= {"bn_merge_grads", "bn_backward_data", "gru_cell_forward", "gru_cell_backward"}
     assert tested == set(KERNELS)

@@ -77,6 +77,15 @@ def _nn_calls(nn: Any, x: Any, w: Any, dy: Any, flat: Any, labels: Any) -> dict[
             dy[0, :, :, :1],
             (x[0], dy[0, :, :, :1], dy[0, :, :, :1]),
         ),
+        # a GRU of 1 unit: xw (2, 4, 3), u (1, 3), b (3,) from x; dy, y and saved from dy
+        "gru_sequence": lambda: nn.gru_sequence(x[0, :, :, :3], x[0, 0, :1, :3], x[0, 1, 1, :3]),
+        "gru_sequence_backward": lambda: nn.gru_sequence_backward(
+            dy[0, :, :, :1],
+            x[0, 0, :1, :3],
+            None,
+            dy[0, :, :, :1],
+            (dy[0, :, :, :2], dy[0, :, :, :1], dy[0, :, :, :1]),
+        ),
     }
 
 
@@ -103,6 +112,8 @@ USES = {
     "layer_norm_backward": {3},
     "lstm": {0},
     "lstm_backward": {0, 2},
+    "gru_sequence": {0},
+    "gru_sequence_backward": {0, 2},
 }
 
 

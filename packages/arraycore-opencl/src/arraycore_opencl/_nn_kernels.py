@@ -31,6 +31,9 @@ class OpenCLKernels(KernelHost):
     def astype(self, x: Any, dtype: np.dtype) -> OpenCLArray:
         raise NotImplementedError
 
+    def full(self, shape: Any, fill_value: bool | int | float, dtype: np.dtype) -> OpenCLArray:
+        raise NotImplementedError
+
     def _geometry(self, win: Window2d, *strided: OpenCLArray) -> Any:
         (top, _), (left, _) = win.pads
         values = (

@@ -62,6 +62,8 @@ __all__ = [
     "conv2d_transpose",
     "gelu",
     "gelu_backward",
+    "gru_sequence",
+    "gru_sequence_backward",
     "layer_norm",
     "layer_norm_backward",
     "log_softmax",
@@ -604,3 +606,9 @@ from . import _nn_rnn  # noqa: E402
 lstm = _nn_rnn.lstm
 lstm_backward = _nn_rnn.lstm_backward
 check_lstm = _nn_rnn.check_lstm
+
+# -- the GRU recurrence: in _nn_gru (re-exported here) --------------------------------------------
+from . import _nn_gru  # noqa: E402
+
+gru_sequence = _nn_gru.gru_sequence
+gru_sequence_backward = _nn_gru.gru_sequence_backward

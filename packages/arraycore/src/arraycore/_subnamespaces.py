@@ -194,6 +194,23 @@ class NNNamespace(_SubNamespace):
         ``inv_std``."""
         return _nn.layer_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
 
+    def gru_sequence(
+        self, xw: Array, u: Array, b: Array, h0: Array | None = None
+    ) -> tuple[Array, Any]:
+        """The GRU recurrence over projected inputs ``xw (N, T, 3H)`` (gates ``r, z, n``; the
+        input projection and its bias are the caller's) with ``u (H, 3H)``, the recurrent bias
+        ``b (3H,)`` and ``h0 (N, H)`` (zero when ``None``), PyTorch's GRU: ``(y (N, T, H),
+        saved)``, ``saved`` being for :meth:`gru_sequence_backward` only (see
+        :mod:`arraycore._nn_gru`)."""
+        return _nn.gru_sequence(self._xp, xw, u, b, h0)
+
+    def gru_sequence_backward(
+        self, dy: Array, u: Array, h0: Array | None, y: Array, saved: Any
+    ) -> tuple[Array, Array, Array, Array | None]:
+        """``(dxw, du, db, dh0)`` of :meth:`gru_sequence` from ``dy``, the gradient of its
+        output ``y``; ``dh0`` is ``None`` where ``h0`` was."""
+        return _nn.gru_sequence_backward(self._xp, dy, u, h0, y, saved)
+
     def lstm(
         self,
         x: Array,

@@ -37,6 +37,9 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``lstm_cell_forward(n, H, steps, t, has_h, has_c, z, xs, c, h, gates, cs, tanh_c, y)`` and
   ``lstm_cell_backward(n, H, steps, t, has_dy, has_dh, has_dc, has_c0, dy, dh, dc, c0, gates, cs,
   tanh_c, dz, dz_t)``: one LSTM time step's gates and cell, one work item per ``(row, unit)``;
+- ``gru_cell_forward(n, H, steps, t, has_h, hid, xw, b, h, ru, cand, rec_n, y)`` and
+  ``gru_cell_backward(n, H, steps, t, has_g, has_h0, dy, g, dhz, h0, y, ru, cand, rec_n, dxw,
+  dhid)``: one GRU time step, one work item per ``(row, unit)``;
 - batch normalisation of ``(N, C, HW)``, three launches each way: ``bn_chunk_stats(C, N, HW, spc,
   chunks, part_mean, part_m2, x)`` (one work item per channel and chunk of ``spc`` samples),
   ``bn_merge_stats(C, N, HW, spc, chunks, mean, inv_std, part_mean, part_m2, eps)`` (one per
@@ -70,6 +73,8 @@ KERNELS = (
     "layer_norm_param_grads",
     "lstm_cell_forward",
     "lstm_cell_backward",
+    "gru_cell_forward",
+    "gru_cell_backward",
     "bn_chunk_stats",
     "bn_merge_stats",
     "bn_normalize",
@@ -456,6 +461,73 @@ KERNEL void layer_norm_param_grads(const i64 rows, const i64 d, GLOBAL T* dgamma
     dbeta[j] = sb;
 }
 
+/* One GRU step t (arraycore._nn_gru's conventions, gates r, z, n): hid = h_{t-1} @ u (when
+   has_h; zero before the first state) plus the recurrent bias b, then r, z = sigmoid(xw + hid)
+   as 0.5 tanh(0.5 v) + 0.5, n = tanh(xw_n + r hid_n), h = n + z (h_{t-1} - n) (n - z n without
+   a state). Writes y, the gates ru, the candidate and hid_n of step t, and h (N, H) in place
+   (each work item reads and writes only its own element). */
+KERNEL void gru_cell_forward(const i64 n, const i64 H, const i64 steps, const i64 t,
+                             const int has_h, GLOBAL const T* hid, GLOBAL const T* xw,
+                             GLOBAL const T* b, GLOBAL T* h, GLOBAL T* ru, GLOBAL T* cand,
+                             GLOBAL T* rec_n, GLOBAL T* y) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 row = gid / H, j = gid % H;
+    GLOBAL const T* pre = xw + (row * steps + t) * 3 * H;
+    T hr = b[j], hz = b[H + j], hn = b[2 * H + j];
+    if (has_h) {
+        GLOBAL const T* g = hid + row * 3 * H;
+        hr = g[j] + hr;
+        hz = g[H + j] + hz;
+        hn = g[2 * H + j] + hn;
+    }
+    const T r = tanh((pre[j] + hr) * (T)0.5) * (T)0.5 + (T)0.5;
+    const T z = tanh((pre[H + j] + hz) * (T)0.5) * (T)0.5 + (T)0.5;
+    const T c = tanh(pre[2 * H + j] + r * hn);
+    const T out = has_h ? c + z * (h[gid] - c) : c - z * c;
+    const i64 at = (row * steps + t) * H + j;
+    GLOBAL T* g2 = ru + (row * steps + t) * 2 * H;
+    g2[j] = r;
+    g2[H + j] = z;
+    cand[at] = c;
+    rec_n[at] = hn;
+    y[at] = out;
+    h[gid] = out;
+}
+
+/* The gradient through GRU step t: dh = dy[:, t] + (g + dhz) (has_g: g = dhid_{t+1} @ u^T, dhz
+   = dh_{t+1} z_{t+1} from the step after), the pre-activation gradients dxw[:, t] and dhid[:, t]
+   ([dr, dz, dn r]), and dh z_t into dhz in place for step t - 1. h_{t-1} is y[:, t-1], or h0
+   (has_h0), or zero. */
+KERNEL void gru_cell_backward(const i64 n, const i64 H, const i64 steps, const i64 t,
+                              const int has_g, const int has_h0, GLOBAL const T* dy,
+                              GLOBAL const T* g, GLOBAL T* dhz, GLOBAL const T* h0,
+                              GLOBAL const T* y, GLOBAL const T* ru, GLOBAL const T* cand,
+                              GLOBAL const T* rec_n, GLOBAL T* dxw, GLOBAL T* dhid) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const i64 row = gid / H, j = gid % H;
+    const i64 at = (row * steps + t) * H + j;
+    T dh = dy[at];
+    if (has_g) dh = dh + (g[gid] + dhz[gid]);
+    T h_prev = (T)0;
+    if (t > 0) h_prev = y[at - H];
+    else if (has_h0) h_prev = h0[gid];
+    GLOBAL const T* g2 = ru + (row * steps + t) * 2 * H;
+    const T r = g2[j], z = g2[H + j], c = cand[at];
+    const T dn = dh * (((T)1 - z) * ((T)1 - c * c));
+    const T dr = dn * (rec_n[at] * (r * ((T)1 - r)));
+    const T dz = dh * ((h_prev - c) * (z * ((T)1 - z)));
+    const i64 base = (row * steps + t) * 3 * H;
+    dxw[base + j] = dr;
+    dxw[base + H + j] = dz;
+    dxw[base + 2 * H + j] = dn;
+    dhid[base + j] = dr;
+    dhid[base + H + j] = dz;
+    dhid[base + 2 * H + j] = dn * r;
+    dhz[gid] = dh * z;
+}
+
 /* Batch normalisation of (N, C, HW) x per channel c (HW = 1 for (N, C) input), in three
    launches each way. Statistics: work item (c, k) takes chunk k of channel c, the samples
    [k*spc, min(N, (k+1)*spc)) at every position, and writes its mean and its sum of squared
@@ -682,6 +754,8 @@ SHARED_NN: tuple[str, ...] = (
     "layer_norm_backward",
     "lstm",
     "lstm_backward",
+    "gru_sequence",
+    "gru_sequence_backward",
 )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _interop, _nn, _nn_rnn
+from . import _interop, _nn, _nn_gru, _nn_rnn
 from ._registry import namespace_of
 from .device_kernels import DTYPES, SHARED_NN, SOFTMAX_MAX_ROW, geometry
 from .nn_shapes import check_output_shape, conv_transpose_window, conv_window, pool_window
@@ -552,6 +552,69 @@ class KernelHost(ABC):
             dh = xp.matmul(dz_t, u_t)
         dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
         return dx, dw, du, db, dh if h0 is not None else None, dc if c0 is not None else None
+
+    # -- the GRU recurrence -----------------------------------------------------------------------
+    def shared_gru_sequence(
+        self, xw: Any, u: Any, b: Any, h0: Any | None = None
+    ) -> tuple[Any, Any]:
+        """:func:`arraycore._nn_gru.gru_sequence` with one kernel per time step for the gates
+        and the state (the reference makes about fifteen element-wise calls per step): per
+        step one product with ``u`` (none before the first state) and one launch."""
+        xp = self._kernel_xp("gru_sequence", *(a for a in (xw, u, b, h0) if a is not None))
+        n, t_len, hidden = _nn_gru.check_gru("nn.gru_sequence", xp.isdtype, xw, u, b, h0)
+        if xw.dtype.name not in DTYPES:
+            return _nn_gru.gru_sequence(xp, xw, u, b, h0)
+        dt = xw.dtype
+        seq = (n, t_len, hidden)
+        y, cand, rec_n = (self.kernel_empty(seq, dt) for _ in range(3))
+        ru = self.kernel_empty((n, t_len, 2 * hidden), dt)
+        h = xp.asarray(h0, copy=True) if h0 is not None else self.kernel_empty((n, hidden), dt)
+        h = self.kernel_dense(h)
+        fixed = [self._dense_arg(xw), self._dense_arg(b)]
+        outputs = [self.kernel_arg(a) for a in (h, ru, cand, rec_n, y)]
+        sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
+        has_h = h0 is not None
+        for t in range(t_len):
+            hid = self.kernel_arg(self.kernel_dense(xp.matmul(h, u))) if has_h else fixed[1]
+            args = (*sizes, np.int64(t), np.int32(has_h), hid, *fixed, *outputs)
+            self.kernel_launch(dt, "gru_cell_forward", n * hidden, *args)
+            has_h = True
+        return y, (ru, cand, rec_n)
+
+    def shared_gru_sequence_backward(
+        self, dy: Any, u: Any, h0: Any | None, y: Any, saved: Any
+    ) -> tuple[Any, Any, Any, Any | None]:
+        """:func:`arraycore._nn_gru.gru_sequence_backward`, one kernel per time step (see
+        :meth:`shared_gru_sequence`); the weight gradients as the reference's one product."""
+        op = "gru_sequence_backward"
+        xp = self._kernel_xp(op, *(a for a in (dy, u, h0, y) if a is not None))
+        n, t_len, hidden = _nn_gru.check_gru_backward(xp.isdtype, dy, u, h0, y, saved)
+        if y.dtype.name not in DTYPES:
+            return _nn_gru.gru_sequence_backward(xp, dy, u, h0, y, saved)
+        dt = y.dtype
+        ru, cand, rec_n = (self.kernel_dense(a) for a in saved)
+        u_t = _nn_rnn.transposed_u(xp, u)
+        dxw, dhid = (self.kernel_empty((n, t_len, 3 * hidden), dt) for _ in range(2))
+        dhz = self.kernel_empty((n, hidden), dt)
+        y_d = self.kernel_dense(y)
+        unused = self.kernel_arg(y_d)  # read by no launch whose flag is off
+        h0_arg = self._dense_arg(h0) if h0 is not None else unused
+        sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
+        tail = (
+            [self.kernel_arg(a) for a in (dhz,)]
+            + [h0_arg]
+            + [self.kernel_arg(a) for a in (y_d, ru, cand, rec_n, dxw, dhid)]
+        )
+        dy_arg, g = self._dense_arg(dy), None
+        for t in range(t_len - 1, -1, -1):
+            g_arg = self.kernel_arg(g) if g is not None else unused
+            flags = (np.int32(g is not None), np.int32(h0 is not None))
+            args = (*sizes, np.int64(t), *flags, dy_arg, g_arg, *tail)
+            self.kernel_launch(dt, "gru_cell_backward", n * hidden, *args)
+            if t > 0 or h0 is not None:
+                g = self.kernel_dense(xp.matmul(dhid[:, t], u_t))
+        du, db = _nn_gru.weight_grads(xp, _nn_gru.previous_states(xp, y_d, h0), dhid)
+        return dxw, du, db, (g + dhz) if h0 is not None else None
 
     def shared_overrides(self) -> dict[str, Any]:
         """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""

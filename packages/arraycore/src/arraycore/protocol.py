@@ -99,6 +99,21 @@ class NNFunctions(Protocol):
     ) -> Array: ...
     def gelu(self, x: Array, *, approximate: str = 'tanh') -> Array: ...
     def gelu_backward(self, dy: Array, x: Array, *, approximate: str = 'tanh') -> Array: ...
+    def gru_sequence(
+        self,
+        xw: Array,
+        u: Array,
+        b: Array,
+        h0: Array | None = None,
+    ) -> tuple[Array, Any]: ...
+    def gru_sequence_backward(
+        self,
+        dy: Array,
+        u: Array,
+        h0: Array | None,
+        y: Array,
+        saved: Any,
+    ) -> tuple[Array, Array, Array, Array | None]: ...
     def layer_norm(
         self,
         x: Array,

@@ -383,3 +383,39 @@ def lstm(
         db += dz.sum(axis=0)
         dh, dc = dz @ u.T, dc * f
     return (np.stack(ys, axis=1), h, c), (dx, dw, du, db, dh, dc)
+
+
+def gru_sequence(
+    xw: np.ndarray, u: np.ndarray, b: np.ndarray, h0: np.ndarray | None, dy: np.ndarray
+) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """The GRU recurrence (PyTorch's: gates ``r, z, n``, the reset gate applied to
+    ``h @ u_n + b_n``) step by step and backpropagation through time: ``(y, (dxw, du, db,
+    dh0))`` for the output gradient ``dy``, all float64."""
+    xw, u, b, dy = (np.asarray(a, np.float64) for a in (xw, u, b, dy))
+    n, steps, _ = xw.shape
+    hidden = u.shape[0]
+    h = np.zeros((n, hidden)) if h0 is None else np.asarray(h0, np.float64)
+    blk = [slice(k * hidden, (k + 1) * hidden) for k in range(3)]
+    tape, ys = [], []
+    for t in range(steps):
+        hid = h @ u + b
+        r = 1.0 / (1.0 + np.exp(-(xw[:, t, blk[0]] + hid[:, blk[0]])))
+        z = 1.0 / (1.0 + np.exp(-(xw[:, t, blk[1]] + hid[:, blk[1]])))
+        cand = np.tanh(xw[:, t, blk[2]] + r * hid[:, blk[2]])
+        tape.append((h, r, z, cand, hid[:, blk[2]]))
+        h = (1.0 - z) * cand + z * h
+        ys.append(h)
+    dxw, du, db = np.zeros_like(xw), np.zeros_like(u), np.zeros_like(b)
+    dh = np.zeros((n, hidden))
+    for t in reversed(range(steps)):
+        h_prev, r, z, cand, hn = tape[t]
+        dh = dh + dy[:, t]
+        dpre_n = dh * (1.0 - z) * (1.0 - cand * cand)
+        dpre_z = dh * (h_prev - cand) * z * (1.0 - z)
+        dpre_r = dpre_n * hn * r * (1.0 - r)
+        dxw[:, t] = np.concatenate([dpre_r, dpre_z, dpre_n], axis=1)
+        dhid = np.concatenate([dpre_r, dpre_z, dpre_n * r], axis=1)
+        du += h_prev.T @ dhid
+        db += dhid.sum(axis=0)
+        dh = dhid @ u.T + dh * z
+    return np.stack(ys, axis=1), (dxw, du, db, dh)

@@ -617,3 +617,55 @@ def test_lstm_errors_name_the_op_and_shapes(xp: Any) -> None:
         xp.nn.lstm(x, w, u, b, xp.asarray(np.zeros((3, 6), np.float32)), None)
     with pytest.raises(TypeError, match=r"nn\.lstm: x must be a real floating array"):
         xp.nn.lstm(xp.asarray(np.zeros((2, 3, 4), np.int32)), w, u, b)
+
+
+# -- the GRU recurrence ------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(
+    ("n", "steps", "hidden", "state"),
+    [(3, 5, 6, True), (3, 5, 6, False), (2, 1, 8, True), (5, 7, 16, False)],
+)
+def test_gru_sequence_matches_reference(
+    xp: Any, dtype_name: str, n: int, steps: int, hidden: int, state: bool
+) -> None:
+    """``nn.gru_sequence`` and its backward pass against a step-by-step float64 GRU with
+    backpropagation through time (PyTorch's gates), with and without an initial state, one
+    step included."""
+    dtype = _dtype(xp, dtype_name)
+    xw = _random(41, (n, steps, 3 * hidden), dtype)
+    u = (_random(42, (hidden, 3 * hidden), dtype) * 0.3).astype(dtype)
+    b = (_random(43, (3 * hidden,), dtype) * 0.3).astype(dtype)
+    h0 = _random(44, (n, hidden), dtype) if state else None
+    dy = _random(45, (n, steps, hidden), dtype)
+    want_y, want_grads = ref.gru_sequence(xw, u, b, h0, dy)
+
+    def dev(a: np.ndarray | None) -> Any:
+        return None if a is None else xp.asarray(a)
+
+    y, saved = xp.nn.gru_sequence(dev(xw), dev(u), dev(b), dev(h0))
+    assert tuple(y.shape) == (n, steps, hidden) and y.dtype == dtype
+    scale = steps * hidden
+    assert_close(y, want_y.astype(dtype), scale=scale)
+    grads = xp.nn.gru_sequence_backward(dev(dy), dev(u), dev(h0), y, saved)
+    for name, got, expect in zip(("dxw", "du", "db", "dh0"), grads, want_grads, strict=True):
+        if not state and name == "dh0":
+            assert got is None, name
+            continue
+        assert got.dtype == dtype, name
+        assert_close(got, expect.astype(dtype), scale=scale * n)
+
+
+def test_gru_sequence_errors_name_the_op_and_shapes(xp: Any) -> None:
+    xw = xp.asarray(np.zeros((2, 3, 18), np.float32))
+    u, b = (xp.asarray(np.zeros(s, np.float32)) for s in ((6, 18), (18,)))
+    with pytest.raises(ValueError, match=r"nn\.gru_sequence: .*xw must be \(N, T, 18\)"):
+        xp.nn.gru_sequence(xp.asarray(np.zeros((2, 3, 12), np.float32)), u, b)
+    with pytest.raises(ValueError, match=r"nn\.gru_sequence: h0 must be \(2, 6\)"):
+        xp.nn.gru_sequence(xw, u, b, xp.asarray(np.zeros((3, 6), np.float32)))
+    with pytest.raises(TypeError, match=r"nn\.gru_sequence: xw must be a real floating array"):
+        xp.nn.gru_sequence(xp.asarray(np.zeros((2, 3, 18), np.int32)), u, b)
+    with pytest.raises(ValueError, match=r"nn\.gru_sequence: the time axis"):
+        xp.nn.gru_sequence(xp.asarray(np.zeros((2, 0, 18), np.float32)), u, b)
+    y, saved = xp.nn.gru_sequence(xw, u, b)
+    with pytest.raises(ValueError, match=r"nn\.gru_sequence_backward: .*dy must be \(2, 3, 6\)"):
+        xp.nn.gru_sequence_backward(xp.asarray(np.zeros((2, 3, 5), np.float32)), u, None, y, saved)

@@ -35,7 +35,7 @@ from arraycore import ArrayNamespace
 
 from ...expr.node import Expr, as_expr
 from ...expr.spec import Spec, format_shape
-from ..base import Grads, Inputs, Needs, Op, concrete, require_float, require_same_dtype
+from ..base import Grads, Inputs, Needs, Op, require_float, require_same_dtype
 
 
 def _check_sequence(op: str, gates: int, xw: Spec, u: Spec, state: tuple[Spec, ...]) -> int:
@@ -71,18 +71,14 @@ def _check_sequence(op: str, gates: int, xw: Spec, u: Spec, state: tuple[Spec, .
     return int(hidden)
 
 
-def _c_order(xp: ArrayNamespace, a: Any) -> Any:
-    """``a`` laid out row-major (a copy where it is a transposed view): BLAS multiplies a
-    row-major right operand faster than a transposed one."""
-    return xp.reshape(xp.reshape(a, (-1,)), a.shape)
-
-
 class GRUSequence(Op):
     """The GRU recurrence over projected inputs ``xw (N, T, 3H)`` with recurrent weight
-    ``U (H, 3H)``, recurrent bias ``b (3H,)`` and optionally the initial ``h0 (N, H)``.
+    ``U (H, 3H)``, recurrent bias ``b (3H,)`` and optionally the initial ``h0 (N, H)``, as one
+    backend kernel pair (``xp.nn.gru_sequence`` / ``gru_sequence_backward``: one kernel per
+    time step each way on the device backends, arraycore's reference elsewhere).
 
-    The output ``(N, T, H)`` holds every step's hidden state; the residual keeps the gates
-    ``r, u``, the candidate ``n`` and the recurrent ``h @ U_n + b_n`` for backward.
+    The output ``(N, T, H)`` holds every step's hidden state; the residual is what the
+    backend's backward pass needs.
     """
 
     name = "gru_sequence"
@@ -104,63 +100,16 @@ class GRUSequence(Op):
         return Spec((xw.shape[0], xw.shape[1], hidden), xw.dtype)
 
     def forward(self, xp: ArrayNamespace, xw: Any, u: Any, b: Any, *state: Any) -> Any:
-        n, t_len, g3 = concrete(xw.shape, self.name)
-        hidden = g3 // 3
-        out = xp.empty((n, t_len, hidden), dtype=xw.dtype)
-        ru_all = xp.empty((n, t_len, 2 * hidden), dtype=xw.dtype)
-        cand = xp.empty((n, t_len, hidden), dtype=xw.dtype)
-        rec_n = xp.empty((n, t_len, hidden), dtype=xw.dtype)
-        h = state[0] if state else None
-        r_blk, n_blk = slice(0, 2 * hidden), slice(2 * hidden, g3)
-        for t in range(t_len):
-            hid = b if h is None else xp.matmul(h, u) + b
-            ru = xp.tanh((xw[:, t, r_blk] + hid[..., r_blk]) * 0.5)
-            ru *= 0.5
-            ru += 0.5
-            r, z = ru[:, :hidden], ru[:, hidden:]
-            hn = hid[..., n_blk]
-            cand_t = xp.tanh(xw[:, t, n_blk] + r * hn)
-            h = cand_t - z * cand_t if h is None else cand_t + z * (h - cand_t)
-            out[:, t] = h
-            ru_all[:, t] = ru
-            cand[:, t] = cand_t
-            rec_n[:, t] = hn
-        return out, (ru_all, cand, rec_n)
+        return xp.nn.gru_sequence(xw, u, b, state[0] if state else None)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        u = inputs[1]
-        ru_all, cand, rec_n = residual
-        n, t_len, hidden = cand.shape
-        g3 = 3 * hidden
         has_state = len(needs) == 4
-        h_prev = xp.empty((n, t_len, hidden), dtype=cand.dtype)
-        h_prev[:, 0] = inputs[3] if has_state and inputs[3] is not None else 0.0
-        if t_len > 1:
-            h_prev[:, 1:] = output[:, :-1]
-        r_all, z_all = ru_all[:, :, :hidden], ru_all[:, :, hidden:]
-        # per-step factors, all steps at once
-        dn_f = (1.0 - z_all) * (1.0 - cand * cand)  # dh -> pre-activation of n
-        dz_f = (h_prev - cand) * (z_all * (1.0 - z_all))  # dh -> pre-activation of u
-        dr_f = rec_n * (r_all * (1.0 - r_all))  # d(pre n) -> pre-activation of r
-        dxw = xp.empty((n, t_len, g3), dtype=cand.dtype)  # [dr, du, dn] pre-activations
-        dhid = xp.empty((n, t_len, g3), dtype=cand.dtype)  # same, n block times r
-        u_t = _c_order(xp, xp.permute_dims(u, (1, 0)))
-        dh_next = None
-        for t in range(t_len - 1, -1, -1):
-            dh = dy[:, t] if dh_next is None else dy[:, t] + dh_next
-            dn = dh * dn_f[:, t]
-            dxw[:, t, :hidden] = dn * dr_f[:, t]
-            dxw[:, t, hidden : 2 * hidden] = dh * dz_f[:, t]
-            dxw[:, t, 2 * hidden :] = dn
-            dhid[:, t, : 2 * hidden] = dxw[:, t, : 2 * hidden]
-            dhid[:, t, 2 * hidden :] = dn * r_all[:, t]
-            dh_next = xp.matmul(dhid[:, t], u_t) + dh * z_all[:, t]
-        du = xp.tensordot(h_prev, dhid, axes=([0, 1], [0, 1])) if needs[1] else None
-        db = xp.sum(dhid, axis=(0, 1)) if needs[2] else None
-        grads = (dxw if needs[0] else None, du, db)
-        return (*grads, dh_next if needs[3] else None) if has_state else grads
+        h0 = inputs[3] if has_state else None
+        dxw, du, db, dh0 = xp.nn.gru_sequence_backward(dy, inputs[1], h0, output, residual)
+        grads = (dxw if needs[0] else None, du if needs[1] else None, db if needs[2] else None)
+        return (*grads, dh0 if needs[3] else None) if has_state else grads
 
     def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
         return (1, 3) if n_inputs == 4 else (1,)
