@@ -151,3 +151,30 @@ def test_arraycore_info_says_where_the_choices_are(
     assert (
         "GEMM parameters: CLBlast's database (ARRAYCORE_OPENCL_TUNE=0)" in OpenCLBackend.version()
     )
+
+
+def test_shapes_without_a_choice_take_the_most_chosen_candidate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from arraycore_opencl._gemm_tuning import GemmTuner
+
+    monkeypatch.setenv("ARRAYCORE_CACHE_DIR", str(tmp_path))
+    platform = SimpleNamespace(name="Some Platform")
+    device = SimpleNamespace(
+        platform=platform, name="Some GPU", driver_version="1.0", max_work_group_size=256
+    )
+    tuner = GemmTuner(device, mode="")
+    assert tuner.fallback() is None, "nothing on file: CLBlast's database"
+    choices = {"a": "cpu64", "b": "direct", "c": "cpu64", "d": "gpu64", "e": "unknown"}
+    tuner.path.parent.mkdir(parents=True)
+    tuner.path.write_text(json.dumps({"device": tuner.name, "choices": choices}))
+    tuner = GemmTuner(device, mode="")
+    assert "e" not in tuner.choices, "a candidate this version does not have is dropped"
+    assert tuner.fallback() == "cpu64"
+    tuner.choices["f"] = "direct"
+    assert tuner.fallback() == "direct", "a tie goes to the earlier candidate"
+    assert GemmTuner(device, mode="0").choices == {}
+    small = SimpleNamespace(**{**vars(device), "max_work_group_size": 32})
+    assert "gpu128" not in GemmTuner(small, mode="").candidates, "work-groups over the limit"

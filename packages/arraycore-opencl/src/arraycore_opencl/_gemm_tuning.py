@@ -92,6 +92,7 @@ class GemmTuner:
         self.choices: dict[str, str] = {} if self.off else self._load()
         self.current: dict[int, str] = {}  # precision -> candidate in force
         self.timings: dict[str, dict[str, float]] = {}
+        self._fallback: tuple[int, str | None] | None = None  # (choices counted, candidate)
         self._lock = threading.Lock()
 
     def _load(self) -> dict[str, str]:
@@ -133,11 +134,11 @@ class GemmTuner:
         return True
 
     def fallback(self) -> str | None:
-        """The candidate for a shape without a choice: the one chosen most, if any."""
-        if not self.choices:
-            return None
+        """The candidate for a shape without a choice: the one chosen most, if any (the
+        earliest such in :data:`CANDIDATES` on a tie)."""
         names = list(self.choices.values())
-        return max(set(names), key=names.count)
+        counted = [n for n in self.candidates if n in names]
+        return max(counted, key=names.count) if counted else None
 
     def run(self, key: str, dtype: str, call: Any, sync: Any) -> None:
         """``call()`` (one GEMM) under the candidate chosen for ``key``, timing them first when
@@ -152,7 +153,10 @@ class GemmTuner:
                 name = self._measure(key, precision, call, sync)
                 if name is not None:
                     return  # the output holds the last timed run's product
-            name = name or self.fallback()
+            if name is None:
+                if self._fallback is None or self._fallback[0] != len(self.choices):
+                    self._fallback = (len(self.choices), self.fallback())
+                name = self._fallback[1]
             if name is not None and not self._apply(name, precision):
                 self.choices.pop(key, None)
             call()
