@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._nn_rnn import Array, _shape
+from ._nn_rnn import Array, _shape, check_floats
 
 
 def check_gru(
@@ -31,13 +31,7 @@ def check_gru(
 ) -> tuple[int, int, int]:
     """``(N, T, H)`` of valid ``gru_sequence`` arguments; a ValueError or TypeError naming
     ``op`` and the shapes otherwise."""
-    arrays = {"xw": xw, "u": u, "b": b, "h0": h0}
-    for name, a in arrays.items():
-        if a is not None and not isdtype(a.dtype, "real floating"):
-            raise TypeError(f"{op}: {name} must be a real floating array, got {a.dtype}")
-    dtypes = {a.dtype for a in arrays.values() if a is not None}
-    if len(dtypes) > 1:
-        raise TypeError(f"{op}: all arrays need one dtype, got {sorted(map(str, dtypes))}")
+    check_floats(op, isdtype, {"xw": xw, "u": u, "b": b, "h0": h0})
     if xw.ndim != 3 or u.ndim != 2 or (b is not None and b.ndim != 1):
         got = f"xw {_shape(xw)}, u {_shape(u)}" + ("" if b is None else f", b {_shape(b)}")
         raise ValueError(f"{op}: needs xw (N, T, 3H), u (H, 3H), b (3H,), got {got}")

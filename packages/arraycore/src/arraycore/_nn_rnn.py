@@ -37,19 +37,24 @@ def _shape(a: Any) -> str:
     return "(" + ", ".join(str(d) for d in a.shape) + ")"
 
 
-def check_lstm(
-    isdtype: Any, x: Array, w: Array, u: Array, b: Array, h0: Array | None, c0: Array | None
-) -> tuple[int, int, int, int]:
-    """``(N, T, C, H)`` of valid ``lstm`` arguments; a ValueError or TypeError naming
-    ``nn.lstm`` and the shapes otherwise."""
-    op = "nn.lstm"
-    arrays = {"x": x, "w": w, "u": u, "b": b, "h0": h0, "c0": c0}
+def check_floats(op: str, isdtype: Any, arrays: dict[str, Array | None]) -> None:
+    """The given arrays (None: absent) are real floating, all of one dtype; a TypeError naming
+    ``op`` and the array otherwise."""
     for name, a in arrays.items():
         if a is not None and not isdtype(a.dtype, "real floating"):
             raise TypeError(f"{op}: {name} must be a real floating array, got {a.dtype}")
     dtypes = {a.dtype for a in arrays.values() if a is not None}
     if len(dtypes) > 1:
         raise TypeError(f"{op}: all arrays need one dtype, got {sorted(map(str, dtypes))}")
+
+
+def check_lstm(
+    isdtype: Any, x: Array, w: Array, u: Array, b: Array, h0: Array | None, c0: Array | None
+) -> tuple[int, int, int, int]:
+    """``(N, T, C, H)`` of valid ``lstm`` arguments; a ValueError or TypeError naming
+    ``nn.lstm`` and the shapes otherwise."""
+    op = "nn.lstm"
+    check_floats(op, isdtype, {"x": x, "w": w, "u": u, "b": b, "h0": h0, "c0": c0})
     if x.ndim != 3 or w.ndim != 2 or u.ndim != 2 or b.ndim != 1:
         raise ValueError(
             f"{op}: needs x (N, T, C), w (C, 4H), u (H, 4H), b (4H,), got x {_shape(x)}, "
