@@ -82,9 +82,8 @@ class GemmTuner:
 
     def __init__(self, device: Any, mode: str | None = None) -> None:
         self.device = device
-        mode = os.environ.get(ENV_TUNE, "") if mode is None else mode
-        self.tune = mode.strip() == "1"
-        self.off = mode.strip() == "0"
+        mode = _mode() if mode is None else mode.strip()
+        self.tune, self.off = mode == "1", mode == "0"
         self.name = f"{device.platform.name} {device.name} {device.driver_version}"
         limit = int(device.max_work_group_size)
         self.candidates = {n: c for n, c in CANDIDATES.items() if _work_group(c[1]) <= limit}
@@ -193,8 +192,7 @@ class GemmTuner:
 
 def describe() -> str:
     """What ``arraycore info`` says about GEMM tuning in this environment."""
-    mode = os.environ.get(ENV_TUNE, "").strip()
-    folder = cache_path("x").parent
+    mode, folder = _mode(), cache_dir()
     if mode == "0":
         return f"GEMM parameters: CLBlast's database ({ENV_TUNE}=0)"
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
@@ -215,8 +213,19 @@ def shape_key(dtype: str, m: int, n: int, k: int, at: bool, bt: bool, batch: int
     return f"{dtype} {batch}x{m}x{n}x{k} {t}"
 
 
-def cache_path(device_name: str) -> Path:
-    """The choices' file for a device: ``$ARRAYCORE_CACHE_DIR`` or ``~/.cache/arraycore``."""
+def _mode() -> str:
+    """``ARRAYCORE_OPENCL_TUNE`` as set: ``"1"`` (time new shapes), ``"0"`` (off) or other."""
+    return os.environ.get(ENV_TUNE, "").strip()
+
+
+def cache_dir() -> Path:
+    """Where the choices' files are: ``$ARRAYCORE_CACHE_DIR`` or ``~/.cache/arraycore``, then
+    ``opencl-gemm``."""
     root = os.environ.get(ENV_CACHE) or os.path.join(os.path.expanduser("~"), ".cache", "arraycore")
+    return Path(root) / "opencl-gemm"
+
+
+def cache_path(device_name: str) -> Path:
+    """The choices' file for a device (its name made a file name)."""
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", device_name).strip("-")[:120]
-    return Path(root) / "opencl-gemm" / f"{slug}.json"
+    return cache_dir() / f"{slug}.json"

@@ -43,18 +43,10 @@ class OpenCLKernels(KernelHost):
         return self.rt.meta(tuple(int(v) for v in values))
 
     def _nn_launch(
-        self,
-        name: str,
-        win: Window2d,
-        out: OpenCLArray,
-        *inputs: OpenCLArray,
-        row: int = 1,
-        items: int | None = None,
+        self, name: str, win: Window2d, out: OpenCLArray, *inputs: OpenCLArray, items: int
     ) -> OpenCLArray:
-        """Launch ``name`` with one work-item per ``row`` outputs (a kernel looping along rows),
-        or ``items`` work-items."""
-        if items is None:
-            items = out.size // row if row > 0 else 0
+        """Launch ``name`` over ``items`` work-items (one per output, row or window, as the
+        kernel loops)."""
         args: list[Any] = [np.int64(items), self._geometry(win, *inputs), out._buf]
         for x in inputs:
             args += [x._buf, np.int64(x._offset)]
@@ -67,18 +59,20 @@ class OpenCLKernels(KernelHost):
     def im2col(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
         from a strided ``x`` (the shared kernel would need a dense copy first)."""
-        out = self._empty((win.c * win.kh * win.kw, win.n * win.out_h * win.out_w), x.dtype)
-        return self._nn_launch("im2col", win, out, x, row=win.out_w)
+        rows = win.c * win.kh * win.kw
+        out = self._empty((rows, win.n * win.out_h * win.out_w), x.dtype)
+        return self._nn_launch("im2col", win, out, x, items=rows * win.n * win.out_h)
 
     def col2im(self, cols: OpenCLArray, win: Window2d) -> OpenCLArray:
         """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)
-        return self._nn_launch("col2im", win, out, self._contiguous(cols), row=win.w)
+        items = win.n * win.c * win.h  # image rows
+        return self._nn_launch("col2im", win, out, self._contiguous(cols), items=items)
 
     def max_pool(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        return self._nn_launch("max_pool", win, out, x)
+        return self._nn_launch("max_pool", win, out, x, items=out.size)
 
     def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook): one
@@ -89,7 +83,8 @@ class OpenCLKernels(KernelHost):
             out = self.full(shape, 0, dy.dtype)
             windows = win.n * win.c * win.out_h * win.out_w
             return self._nn_launch("max_pool_backward_windows", win, out, x, dy, items=windows)
-        return self._nn_launch("max_pool_backward", win, self._empty(shape, dy.dtype), x, dy)
+        out = self._empty(shape, dy.dtype)
+        return self._nn_launch("max_pool_backward", win, out, x, dy, items=out.size)
 
     # -- KernelHost: arraycore's shared kernels (average pooling, softmax family, GELU) --------
     # The CUDA backend runs the same kernel bodies and the same host code (KernelHost).

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._nn_rnn import Array, _shape, check_floats
+from ._nn_rnn import Array, _shape, check_floats, transposed_u
 
 
 def check_gru(
@@ -122,7 +122,7 @@ def gru_sequence_backward(
     dr_f = rec_n * (r_all * (1.0 - r_all))  # d(pre n) -> pre-activation of r
     dxw = xp.empty((n, t_len, g3), dtype=dt)  # [dr, dz, dn] pre-activations
     dhid = xp.empty((n, t_len, g3), dtype=dt)  # the same, the n block times r
-    u_t = xp.reshape(xp.reshape(xp.permute_dims(u, (1, 0)), (-1,)), (g3, hidden))
+    u_t = transposed_u(xp, u)
     dh_next = None
     for t in range(t_len - 1, -1, -1):
         dh = dy[:, t] if dh_next is None else dy[:, t] + dh_next

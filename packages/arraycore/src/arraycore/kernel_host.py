@@ -379,7 +379,9 @@ class KernelHost(ABC):
         reference's centred copy), then the normalisation."""
         xp = self._kernel_xp("batch_norm", x, gamma, beta)
         _nn.check_batch_norm(xp.isdtype, x, gamma, beta, eps)
-        if x.dtype.name not in DTYPES or math.prod(int(s) for s in x.shape) == 0:
+        shape = tuple(int(s) for s in x.shape)
+        total = math.prod(shape)
+        if x.dtype.name not in DTYPES or total == 0:
             return _nn.batch_norm(xp, x, gamma, beta, eps)
         geo = self._bn_geometry(x)
         c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
@@ -390,8 +392,7 @@ class KernelHost(ABC):
         self.kernel_launch(dt, "bn_chunk_stats", c * chunks, *geo, *parts, dense)
         stats = (self.kernel_arg(mean), self.kernel_arg(inv_std))
         self.kernel_launch(dt, "bn_merge_stats", c, *geo, *stats, *parts, dt.type(eps))
-        y = self.kernel_empty(tuple(int(s) for s in x.shape), dt)
-        total = math.prod(int(s) for s in x.shape)
+        y = self.kernel_empty(shape, dt)
         args = (self.kernel_arg(y), dense, *stats, self._dense_arg(gamma), self._dense_arg(beta))
         self.kernel_launch(dt, "bn_normalize", total, np.int64(total), geo[0], hw, *args)
         return y, mean, inv_std
@@ -404,7 +405,9 @@ class KernelHost(ABC):
         op = "batch_norm_backward"
         xp = self._kernel_xp(op, dy, x, gamma, mean, inv_std)
         _nn.check_batch_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
-        if x.dtype.name not in DTYPES or math.prod(int(s) for s in x.shape) == 0:
+        shape = tuple(int(s) for s in x.shape)
+        total = math.prod(shape)
+        if x.dtype.name not in DTYPES or total == 0:
             return _nn.batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
         geo = self._bn_geometry(x)
         c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
@@ -415,9 +418,8 @@ class KernelHost(ABC):
         self.kernel_launch(dt, "bn_chunk_grads", c * chunks, *geo, *parts, d_dy, d_x, d_mean)
         grads = (self.kernel_arg(dgamma), self.kernel_arg(dbeta))
         self.kernel_launch(dt, "bn_merge_grads", c, geo[0], geo[4], *grads, *parts, d_inv)
-        dx = self.kernel_empty(tuple(int(s) for s in x.shape), dt)
-        total = math.prod(int(s) for s in x.shape)
-        count = dt.type(int(geo[1]) * int(hw))
+        dx = self.kernel_empty(shape, dt)
+        count = dt.type(total // c)
         args = (self.kernel_arg(dx), d_dy, d_x, d_mean, d_inv, self._dense_arg(gamma), *grads)
         self.kernel_launch(dt, "bn_backward_data", total, np.int64(total), geo[0], hw, count, *args)
         return dx, dgamma, dbeta
@@ -601,9 +603,9 @@ class KernelHost(ABC):
         h0_arg = self._dense_arg(h0) if h0 is not None else unused
         sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
         tail = (
-            [self.kernel_arg(a) for a in (dhz,)]
-            + [h0_arg]
-            + [self.kernel_arg(a) for a in (y_d, ru, cand, rec_n, dxw, dhid)]
+            self.kernel_arg(dhz),
+            h0_arg,
+            *(self.kernel_arg(a) for a in (y_d, ru, cand, rec_n, dxw, dhid)),
         )
         dy_arg, g = self._dense_arg(dy), None
         for t in range(t_len - 1, -1, -1):
