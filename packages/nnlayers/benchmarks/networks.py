@@ -31,8 +31,8 @@ from nnlayers.layers import (
     Conv2D,
     Embedding,
     Flatten,
-    LayerNorm,
     Pool2D,
+    TransformerEncoderLayer,
 )
 from nnlayers.models import Model
 from nnlayers.optim import SGD, Adam
@@ -337,36 +337,19 @@ def _rnn_flops(gates: int) -> float:
 TF_BATCH, TF_T, TF_D, TF_HEADS, TF_VOCAB = 16, 64, 128, 4, 64
 
 
-def _attention(h: ex.Expr, qkv: Affine, out: Affine) -> ex.Expr:
-    """Multi-head self-attention (no mask) in PyTorch's head layout: the heads from reshapes,
-    then ``ex.scaled_dot_product_attention``, PyTorch's ``F.scaled_dot_product_attention``."""
-    dh = TF_D // TF_HEADS
-    z = qkv(h)  # (N, T, 3D)
-
-    def heads(part: int) -> ex.Expr:
-        block = z[:, :, part * TF_D : (part + 1) * TF_D]
-        return ex.permute_dims(ex.reshape(block, (-1, TF_T, TF_HEADS, dh)), (0, 2, 1, 3))
-
-    ctx = ex.scaled_dot_product_attention(heads(0), heads(1), heads(2))  # (N, H, T, dh)
-    return out(ex.reshape(ex.permute_dims(ctx, (0, 2, 1, 3)), (-1, TF_T, TF_D)))
-
-
 def tf_build() -> tuple[Model, dict[str, Any]]:
+    """Embedding, one pre-norm :class:`TransformerEncoderLayer` (multi-head self-attention
+    through the fused attention op, GELU MLP), a classifier per position."""
     x = ex.placeholder((None, TF_T), "int64", name="tokens")
     y = ex.placeholder((None,), "int64", name="next")
     layers: dict[str, Any] = {
         "emb": Embedding(TF_VOCAB, TF_D, seed=1),
-        "norm1": LayerNorm(),
-        "qkv": Affine(3 * TF_D, seed=2),
-        "proj": Affine(TF_D, seed=3),
-        "norm2": LayerNorm(),
-        "fc1": Affine(4 * TF_D, seed=4),
-        "fc2": Affine(TF_D, seed=5),
+        "block": TransformerEncoderLayer(
+            TF_HEADS, 4 * TF_D, dropout=0.0, activation="gelu", norm_first=True, seed=2
+        ),
         "head": Affine(TF_VOCAB, seed=6),
     }
-    h = layers["emb"](x)
-    h = h + _attention(layers["norm1"](h), layers["qkv"], layers["proj"])
-    h = h + layers["fc2"](ex.gelu(layers["fc1"](layers["norm2"](h))))
+    h = layers["block"](layers["emb"](x))
     logits = ex.reshape(layers["head"](h), (-1, TF_VOCAB))
     return _classifier(logits, Adam(ADAM_LR), x, y), layers
 
@@ -393,16 +376,17 @@ def tf_torch(layers: dict[str, Any], device: str = "cpu") -> TorchStep:
                 norm_first=True,
             )
             self.head = nn.Linear(TF_D, TF_VOCAB)
-            b = self.block
+            b, ours = self.block, layers["block"]
             _set(self.emb.weight, _value(layers["emb"], "weight"))
-            _set(b.self_attn.in_proj_weight, _value(layers["qkv"], "weight").T)
-            _set(b.self_attn.in_proj_bias, _value(layers["qkv"], "bias"))
-            _copy_linear(b.self_attn.out_proj, layers["proj"])
-            _copy_linear(b.linear1, layers["fc1"])
-            _copy_linear(b.linear2, layers["fc2"])
-            for norm_t, key in ((b.norm1, "norm1"), (b.norm2, "norm2")):
-                _set(norm_t.weight, _value(layers[key], "gamma"))
-                _set(norm_t.bias, _value(layers[key], "beta"))
+            _set(b.self_attn.in_proj_weight, _value(ours.self_attn, "in_weight").T)
+            _set(b.self_attn.in_proj_bias, _value(ours.self_attn, "in_bias"))
+            _set(b.self_attn.out_proj.weight, _value(ours.self_attn, "out_weight").T)
+            _set(b.self_attn.out_proj.bias, _value(ours.self_attn, "out_bias"))
+            _copy_linear(b.linear1, ours.linear1)
+            _copy_linear(b.linear2, ours.linear2)
+            for norm_t, norm in ((b.norm1, ours.norm1), (b.norm2, ours.norm2)):
+                _set(norm_t.weight, _value(norm, "gamma"))
+                _set(norm_t.bias, _value(norm, "beta"))
             _copy_linear(self.head, layers["head"])
 
         def forward(self, tokens: Any) -> Any:
@@ -460,8 +444,8 @@ CASES = [
     ),
     Case(
         "transformer",
-        f"pre-norm transformer encoder block (d={TF_D}, {TF_HEADS} heads, GELU MLP {4 * TF_D}, "
-        f"scaled-dot-product attention op), T={TF_T}, batch {TF_BATCH}",
+        f"pre-norm TransformerEncoderLayer (d={TF_D}, {TF_HEADS} heads, GELU MLP {4 * TF_D}, "
+        f"fused attention op), T={TF_T}, batch {TF_BATCH}",
         tf_build,
         tf_torch,
         lambda n: token_batches(TF_BATCH, TF_T, TF_VOCAB, n),

@@ -19,10 +19,13 @@
 
 One layer per file: :class:`Affine` (``Linear``), :class:`Conv2D`, :class:`Conv2DTranspose`,
 :class:`Pool2D`, :class:`BatchNorm`, :class:`Dropout`, :class:`Embedding`, :class:`RNN`,
-:class:`LSTM`, :class:`GRU`, :class:`LayerNorm`, :class:`Flatten`, :class:`Sequential`.
+:class:`LSTM`, :class:`GRU`, :class:`LayerNorm`, :class:`Flatten`, :class:`Sequential`,
+:class:`MultiHeadAttention`, :class:`TransformerEncoderLayer`, :class:`TransformerDecoderLayer`,
+:class:`PositionalEmbedding`, :class:`SinusoidalPositionalEncoding`.
 """
 
 from .affine import Affine, Linear
+from .attention import MultiHeadAttention
 from .base import ACTIVATIONS, Layer, get_activation
 from .batch_norm import BatchNorm
 from .conv2d import Conv2D
@@ -34,12 +37,16 @@ from .gru import GRU
 from .layer_norm import LayerNorm
 from .lstm import LSTM
 from .pool2d import AvgPool2D, MaxPool2D, Pool2D
+from .positional import PositionalEmbedding, SinusoidalPositionalEncoding
 from .recurrent import Recurrent
 from .rnn import RNN
 from .sequential import Sequential
+from .transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "ACTIVATIONS", "GRU", "LSTM", "RNN", "Affine", "AvgPool2D", "BatchNorm", "Conv2D",
     "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "Layer", "LayerNorm", "Linear",
-    "MaxPool2D", "Pool2D", "Recurrent", "Sequential", "SpatialDropout", "get_activation",
+    "MaxPool2D", "MultiHeadAttention", "Pool2D", "PositionalEmbedding", "Recurrent",
+    "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoderLayer",
+    "TransformerEncoderLayer", "get_activation",
 ]  # fmt: skip

@@ -14,6 +14,13 @@ the attention probabilities ``p`` (not the scores or any other temporary) for ba
     dq = ds @ k       dk = ds^T @ q
 
 so training through attention holds one ``(..., Tq, Tk)`` array per layer.
+
+``dropout=rate`` (PyTorch's ``dropout_p``) zeroes each attention probability with probability
+``rate`` in the train phase and scales the rest by ``1 / (1 - rate)``, a new mask every step from
+the graph's seeded generator (``compile(..., seed=)``), as :func:`nnlayers.expr.dropout` does; in
+the eval phase it does nothing. With dropout the op also keeps the mask for backward::
+
+    out = (p * m) @ v     dv = (p * m)^T @ dy     dp = (dy @ v^T) * m
 """
 
 from __future__ import annotations
@@ -38,10 +45,18 @@ class ScaledDotProductAttention(Op):
     keep_inputs = (0, 1, 2)
     fresh_grads = True
     nondiff_inputs = (3,)
+    phase_dependent = True  # dropout: the train phase and the graph's generator
 
-    def __init__(self, scale: float | None = None, causal: bool = False) -> None:
+    def __init__(
+        self, scale: float | None = None, causal: bool = False, dropout: float = 0.0
+    ) -> None:
+        if not 0.0 <= float(dropout) < 1.0:
+            raise ValueError(
+                f"scaled_dot_product_attention: dropout must lie in [0, 1), got {dropout}"
+            )
         self.scale = scale
         self.causal = bool(causal)
+        self.dropout = float(dropout)
 
     def infer(self, q: Spec, k: Spec, v: Spec, *mask: Spec) -> Spec:
         op = self.name
@@ -105,15 +120,24 @@ class ScaledDotProductAttention(Op):
             keep = rows >= xp.reshape(xp.arange(tk), (1, tk))
             s = xp.where(keep, s, neg)
         p = xp.nn.softmax(s, axis=-1)
-        return xp.matmul(p, v), p
+        if not self.dropout or not self.state.training:
+            return xp.matmul(p, v), (p, None)
+        keep = 1.0 - self.dropout
+        m = self.state.rng.bernoulli(keep, tuple(int(n) for n in p.shape), dtype=p.dtype)
+        m *= 1.0 / keep
+        return xp.matmul(p * m, v), (p, m)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         q, k, v = inputs[:3]
-        p = residual
-        dv = xp.matmul(xp.matrix_transpose(p), dy) if needs[2] else None
+        p, m = residual
+        kept = p if m is None else p * m
+        dv = xp.matmul(xp.matrix_transpose(kept), dy) if needs[2] else None
+        del kept
         ds = xp.matmul(dy, xp.matrix_transpose(v))
+        if m is not None:
+            ds *= m
         ds -= xp.sum(ds * p, axis=-1, keepdims=True)
         ds *= p
         ds *= self.factor
@@ -129,9 +153,17 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def scaled_dot_product_attention(
-    q: Any, k: Any, v: Any, mask: Any = None, *, scale: float | None = None, causal: bool = False
+    q: Any,
+    k: Any,
+    v: Any,
+    mask: Any = None,
+    *,
+    scale: float | None = None,
+    causal: bool = False,
+    dropout: float = 0.0,
 ) -> Expr:
-    """``softmax(q @ k^T * scale + mask) @ v`` as one op (PyTorch's semantics; see the module).
+    """``softmax(q @ k^T * scale + mask) @ v`` as one op (PyTorch's semantics; see the module),
+    with ``dropout`` on the attention probabilities in the train phase.
 
     >>> import nnlayers.expr as ex
     >>> q = ex.placeholder((None, 4, 10, 16), name="q")  # (batch, heads, time, head width)
@@ -142,4 +174,4 @@ def scaled_dot_product_attention(
     args = [q, as_expr(k, q), as_expr(v, q)]
     if mask is not None:
         args.append(as_expr(mask, q) if isinstance(mask, Expr) else as_expr(np.asarray(mask)))
-    return ScaledDotProductAttention(scale, causal)(*args)
+    return ScaledDotProductAttention(scale, causal, dropout)(*args)
