@@ -306,7 +306,7 @@ def test_decoder_layer_equals_pytorch(norm_first, dtype) -> None:
 def _copy_block(ours, theirs) -> dict[str, tuple]:
     """Copy a transformer layer's weights into PyTorch's; our name -> (tensor, transpose)."""
     pairs: dict[str, tuple] = {}
-    subs = ours._layers
+    subs = {layer.name.rsplit("/", 1)[1]: layer for layer in ours.sublayers()}
     for key in ("self_attn", "cross_attn"):
         if key in subs:
             target = theirs.multihead_attn if key == "cross_attn" else theirs.self_attn

@@ -21,7 +21,8 @@ One layer per file: :class:`Affine` (``Linear``), :class:`Conv2D`, :class:`Conv2
 :class:`Pool2D`, :class:`BatchNorm`, :class:`Dropout`, :class:`Embedding`, :class:`RNN`,
 :class:`LSTM`, :class:`GRU`, :class:`LayerNorm`, :class:`Flatten`, :class:`Sequential`,
 :class:`MultiHeadAttention`, :class:`TransformerEncoderLayer`, :class:`TransformerDecoderLayer`,
-:class:`PositionalEmbedding`, :class:`SinusoidalPositionalEncoding`.
+:class:`PositionalEmbedding`, :class:`SinusoidalPositionalEncoding`, :class:`ResidualBlock`,
+:class:`GroupNorm`, :class:`GlobalPool2D` (``GlobalAvgPool2D``, ``GlobalMaxPool2D``).
 """
 
 from .affine import Affine, Linear
@@ -33,20 +34,23 @@ from .conv2d_transpose import Conv2DTranspose
 from .dropout import Dropout, SpatialDropout
 from .embedding import Embedding
 from .flatten import Flatten
+from .group_norm import GroupNorm
 from .gru import GRU
 from .layer_norm import LayerNorm
 from .lstm import LSTM
-from .pool2d import AvgPool2D, MaxPool2D, Pool2D
+from .pool2d import AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, GlobalPool2D, MaxPool2D, Pool2D
 from .positional import PositionalEmbedding, SinusoidalPositionalEncoding
 from .recurrent import Recurrent
+from .residual import ResidualBlock
 from .rnn import RNN
 from .sequential import Sequential
 from .transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "ACTIVATIONS", "GRU", "LSTM", "RNN", "Affine", "AvgPool2D", "BatchNorm", "Conv2D",
-    "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "Layer", "LayerNorm", "Linear",
+    "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool2D",
+    "GlobalPool2D", "GroupNorm", "Layer", "LayerNorm", "Linear",
     "MaxPool2D", "MultiHeadAttention", "Pool2D", "PositionalEmbedding", "Recurrent",
-    "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoderLayer",
+    "ResidualBlock", "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoderLayer",
     "TransformerEncoderLayer", "get_activation",
 ]  # fmt: skip

@@ -75,6 +75,7 @@ class Layer:
         self.seed = seed
         self.built = False
         self._params: dict[str, Parameter] = {}
+        self._parts: dict[str, Layer] = {}
         self._rng: np.random.Generator | None = None
         self.input_spec: Spec | None = None
 
@@ -141,9 +142,23 @@ class Layer:
         self._params[name] = p
         return p
 
+    def add_sublayer(self, key: str, layer: Layer) -> Layer:
+        """Make ``layer`` a part of this one (call from build): its parameters become this
+        layer's and it is reachable as ``self.<key>``, as in PyTorch. Name it under this
+        layer's name (``f"{self.name}/{key}"``) and seed it with :meth:`child_seed`."""
+        self._parts[key] = layer
+        setattr(self, key, layer)
+        return layer
+
+    def child_seed(self, index: int) -> int | None:
+        """The seed of part ``index`` of a layer made with ``seed=``: parts of one seeded layer
+        start the same every time and differ from each other; ``None`` (the next seed of
+        :func:`nnlayers.seed`'s sequence) for an unseeded layer."""
+        return None if self.seed is None else self.seed * 7919 + index
+
     def sublayers(self) -> list[Layer]:
-        """The layers this one is made of (none for a plain layer)."""
-        return []
+        """The layers this one is made of (those given to :meth:`add_sublayer`)."""
+        return list(self._parts.values())
 
     def _all_parameters(self) -> Iterator[Parameter]:
         seen: set[int] = set()

@@ -8,6 +8,8 @@ from arraycore.nn_shapes import check_pool_padding, padding2d, pair
 
 from ..expr.node import Expr
 from ..expr.spec import Spec
+from ..ops.math.reduction import max as max_
+from ..ops.math.reduction import mean
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
 from .base import Layer, require_ndim
 
@@ -69,3 +71,42 @@ def MaxPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Poo
 def AvgPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Pool2D:  # noqa: N802
     """``Pool2D(..., mode="avg")``."""
     return Pool2D(kernel_size, stride, padding, mode="avg")
+
+
+class GlobalPool2D(Layer):
+    """The mean (``mode="avg"``) or maximum (``mode="max"``) of each channel over all positions
+    of NCHW images: ``(N, C, H, W) -> (N, C)``, or ``(N, C, 1, 1)`` with ``keepdims=True``
+    (PyTorch's ``AdaptiveAvgPool2d(1)``). The head of a ResNet, whatever the image size.
+
+    >>> import nnlayers.expr as ex
+    >>> from nnlayers.layers import GlobalAvgPool2D
+    >>> GlobalAvgPool2D()(ex.placeholder((None, 64, 7, 7))).shape
+    (None, 64)
+    """
+
+    def __init__(self, mode: str = "avg", *, keepdims: bool = False, name: str | None = None):
+        super().__init__(name=name)
+        if mode not in ("avg", "max"):
+            raise ValueError(f"GlobalPool2D: mode must be 'avg' or 'max', got {mode!r}")
+        self.mode = mode
+        self.keepdims = bool(keepdims)
+
+    def build(self, spec: Spec) -> None:
+        require_ndim(self, spec, (4,), "NCHW image")
+
+    def forward(self, x: Expr) -> Expr:
+        reduce = mean if self.mode == "avg" else max_
+        return reduce(x, axis=(2, 3), keepdims=self.keepdims)
+
+    def config(self) -> dict[str, Any]:
+        return {"mode": self.mode, "keepdims": self.keepdims, "name": self.name}
+
+
+def GlobalAvgPool2D(*, keepdims: bool = False, name: str | None = None) -> GlobalPool2D:  # noqa: N802
+    """``GlobalPool2D("avg")``: global average pooling."""
+    return GlobalPool2D("avg", keepdims=keepdims, name=name)
+
+
+def GlobalMaxPool2D(*, keepdims: bool = False, name: str | None = None) -> GlobalPool2D:  # noqa: N802
+    """``GlobalPool2D("max")``: global max pooling."""
+    return GlobalPool2D("max", keepdims=keepdims, name=name)

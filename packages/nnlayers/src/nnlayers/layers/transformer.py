@@ -54,30 +54,20 @@ class _Block(Layer):
         self.layer_norm_eps = float(layer_norm_eps)
         self.norm_first = bool(norm_first)
         self.use_bias = use_bias
-        self._layers: dict[str, Layer] = {}
-
-    def _sub(self, key: str, layer: Layer) -> Layer:
-        self._layers[key] = layer
-        setattr(self, key, layer)  # block.self_attn, block.linear1, ... as in PyTorch
-        return layer
-
-    def sublayers(self) -> list[Layer]:
-        return list(self._layers.values())
 
     def _make_common(self, spec: Spec, attentions: tuple[str, ...]) -> None:
         require_ndim(self, spec, (3,), "(N, T, d)")
         (d,) = known(self, spec, (2,), "last axis (d)")
         self.d_model = d
-        seed = self.seed
         n = 0
 
         def next_seed() -> int | None:
             nonlocal n
             n += 1
-            return None if seed is None else seed * 7919 + n
+            return self.child_seed(n)
 
         for key in attentions:
-            self._sub(
+            self.add_sublayer(
                 key,
                 MultiHeadAttention(
                     self.num_heads,
@@ -87,7 +77,7 @@ class _Block(Layer):
                     seed=next_seed(),
                 ),
             )
-        self._sub(
+        self.add_sublayer(
             "linear1",
             Affine(
                 self.dim_feedforward,
@@ -96,12 +86,12 @@ class _Block(Layer):
                 seed=next_seed(),
             ),
         )
-        self._sub(
+        self.add_sublayer(
             "linear2",
             Affine(d, use_bias=self.use_bias, name=f"{self.name}/linear2", seed=next_seed()),
         )
         for i in range(len(attentions) + 1):
-            self._sub(
+            self.add_sublayer(
                 f"norm{i + 1}", LayerNorm(eps=self.layer_norm_eps, name=f"{self.name}/norm{i + 1}")
             )
 
@@ -111,12 +101,12 @@ class _Block(Layer):
     def _feed_forward(self, x: Expr) -> Expr:
         act = get_activation(self.activation)
         assert act is not None
-        h = self._drop(act(self._layers["linear1"](x)))
-        return self._drop(self._layers["linear2"](h))
+        h = self._drop(act(self._parts["linear1"](x)))
+        return self._drop(self._parts["linear2"](h))
 
     def _residual(self, x: Expr, norm: str, f: Callable[[Expr], Expr]) -> Expr:
         """``x + f(norm(x))`` (pre-norm) or ``norm(x + f(x))`` (post-norm)."""
-        layer_norm = self._layers[norm]
+        layer_norm = self._parts[norm]
         if self.norm_first:
             return x + f(layer_norm(x))
         out: Expr = layer_norm(x + f(x))
@@ -185,7 +175,7 @@ class TransformerEncoderLayer(_Block):
         key_padding_mask: Any = None,
         causal: bool = False,
     ) -> Expr:
-        attn = self._layers["self_attn"]
+        attn = self._parts["self_attn"]
 
         def self_attention(h: Expr) -> Expr:
             y = attn(h, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal)
@@ -254,7 +244,7 @@ class TransformerDecoderLayer(_Block):
         memory_key_padding_mask: Any = None,
     ) -> Expr:
         memory = as_expr(memory, x)
-        self_attn, cross_attn = self._layers["self_attn"], self._layers["cross_attn"]
+        self_attn, cross_attn = self._parts["self_attn"], self._parts["cross_attn"]
 
         def self_attention(h: Expr) -> Expr:
             y = self_attn(h, key_padding_mask=key_padding_mask, attn_mask=attn_mask, causal=causal)
