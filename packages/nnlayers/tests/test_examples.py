@@ -16,7 +16,16 @@ import pytest
 from nnlayers.datasets import MNIST, write_idx
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SCRIPTS = ["spiral_mlp", "mnist_mlp", "mnist_cnn", "char_lstm", "vae", "gan"]
+SCRIPTS = [
+    "spiral_mlp",
+    "mnist_mlp",
+    "mnist_cnn",
+    "char_lstm",
+    "char_transformer",
+    "resnet",
+    "vae",
+    "gan",
+]
 
 
 def example(name: str) -> ModuleType:
@@ -57,6 +66,57 @@ def test_char_lstm_on_a_module_source() -> None:
     module = example("char_lstm")
     assert "def dedent" in module.load_text("textwrap")
     assert module.load_text("zen").startswith("The Zen of Python")
+
+
+def test_char_transformer_beats_the_unigram_entropy_and_generates(capsys) -> None:
+    tiny = ["--text", "zen", "--epochs", "6", "--length", "32", "--width", "48", "--layers", "1"]
+    result = example("char_transformer").main(
+        [
+            *tiny,
+            "--stride",
+            "1",
+            "--dropout",
+            "0",
+            "--quiet",
+            "--generate",
+            "30",
+            "--prompt",
+            "Beau",
+        ]
+    )
+    # the Zen's unigram entropy is 4.49 bits per character, uniform over its 45 characters 5.49
+    assert result["bits_per_character"] < 0.75 * result["unigram_bits"]
+    sample = result["sample"]
+    assert sample.startswith("Beau") and len(sample) == 34
+    assert set(sample) <= set(example("char_lstm").load_text("zen"))
+    assert "unigram entropy" in capsys.readouterr().out
+
+
+def test_resnet_learns_the_digits(capsys) -> None:
+    result = example("resnet").main(["--epochs", "3", "--width", "8", "--quiet"])
+    assert result["accuracy"] > 0.9
+    assert "held-out accuracy" in capsys.readouterr().out
+
+
+def test_resnet_reads_cifar_batches_and_names_missing_files(tmp_path) -> None:
+    import pickle
+
+    module = example("resnet")
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {
+            b"data": rng.integers(0, 256, (4, 3072), dtype=np.uint8),
+            b"labels": list(rng.integers(0, 10, 4)),
+        }
+        with open(tmp_path / name, "wb") as f:
+            pickle.dump(batch, f)
+    x_train, y_train, x_test, y_test = module.load_cifar(tmp_path)
+    assert x_train.shape == (20, 3, 32, 32) and x_test.shape == (4, 3, 32, 32)
+    assert y_train.dtype == np.int64 and len(y_test) == 4
+    np.testing.assert_allclose(x_train.mean(axis=(0, 2, 3)), 0, atol=1e-6)
+    (tmp_path / "test_batch").unlink()
+    with pytest.raises(SystemExit, match="lacks test_batch"):
+        module.load_cifar(tmp_path)
 
 
 def test_vae_beats_its_untrained_self(capsys) -> None:
