@@ -243,8 +243,44 @@ def _attention_cases():
     ]
 
 
+def _reverse_index(lengths: np.ndarray, steps: int) -> np.ndarray:
+    t = np.arange(steps)[None, :]
+    n = lengths[:, None]
+    return np.where(t < n, n - 1 - t, t)
+
+
+def _sequence_cases():
+    lengths = np.array([3, 5, 1, 0])
+    index = _reverse_index(lengths, 5)
+
+    def reference(x):
+        return np.take_along_axis(x, index.reshape(4, 5, 1), axis=1)
+
+    def torch_reverse(T, x):
+        return T.gather(x, 1, T.as_tensor(index).reshape(4, 5, 1).expand(*x.shape))
+
+    return [
+        OpCase(
+            "reverse_sequence",
+            lambda x: ex.reverse_sequence(x, lengths),
+            [(4, 5, 3)],
+            reference,
+            label="lengths",
+            torch=torch_reverse,
+        ),
+        OpCase(
+            "reverse_sequence",
+            ex.reverse_sequence,
+            [(2, 4, 3, 2)],
+            lambda x: x[:, ::-1],
+            torch=lambda T, x: T.flip(x, (1,)),
+        ),
+    ]
+
+
 CASES: list[OpCase] = [
     *_recurrent_cases(),
+    *_sequence_cases(),
     *_attention_cases(),
     *binary("add", lambda a, b: a + b, np.add, torch=lambda T, a, b: a + b),
     *binary("subtract", lambda a, b: a - b, np.subtract, torch=lambda T, a, b: a - b),

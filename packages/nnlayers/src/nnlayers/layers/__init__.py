@@ -22,13 +22,15 @@ One layer per file: :class:`Affine` (``Linear``), :class:`Conv2D`, :class:`Conv2
 :class:`LSTM`, :class:`GRU`, :class:`LayerNorm`, :class:`Flatten`, :class:`Sequential`,
 :class:`MultiHeadAttention`, :class:`TransformerEncoderLayer`, :class:`TransformerDecoderLayer`,
 :class:`PositionalEmbedding`, :class:`SinusoidalPositionalEncoding`, :class:`ResidualBlock`,
-:class:`GroupNorm`, :class:`GlobalPool2D` (``GlobalAvgPool2D``, ``GlobalMaxPool2D``).
+:class:`GroupNorm`, :class:`GlobalPool2D` (``GlobalAvgPool2D``, ``GlobalMaxPool2D``),
+:class:`Bidirectional`.
 """
 
 from .affine import Affine, Linear
 from .attention import MultiHeadAttention
 from .base import ACTIVATIONS, Layer, get_activation
 from .batch_norm import BatchNorm
+from .bidirectional import Bidirectional
 from .conv2d import Conv2D
 from .conv2d_transpose import Conv2DTranspose
 from .dropout import Dropout, SpatialDropout
@@ -47,7 +49,7 @@ from .sequential import Sequential
 from .transformer import TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
-    "ACTIVATIONS", "GRU", "LSTM", "RNN", "Affine", "AvgPool2D", "BatchNorm", "Conv2D",
+    "ACTIVATIONS", "GRU", "LSTM", "RNN", "Affine", "AvgPool2D", "BatchNorm", "Bidirectional", "Conv2D",
     "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool2D",
     "GlobalPool2D", "GroupNorm", "Layer", "LayerNorm", "Linear",
     "MaxPool2D", "MultiHeadAttention", "Pool2D", "PositionalEmbedding", "Recurrent",

@@ -29,6 +29,7 @@ class LSTM(Recurrent):
     """
 
     gates = 4
+    holds_state_in_loop = True  # the cell state: see Recurrent.forward's ``lengths``
 
     def __init__(self, units: int, *, unit_forget_bias: bool = True, **options: Any) -> None:
         super().__init__(units, **options)
@@ -59,6 +60,13 @@ class LSTM(Recurrent):
         steps = out.shape[1] - 1  # type: ignore[operator]
         hs = out[:, :steps]
         return hs, (out[:, steps - 1], out[:, steps])
+
+    def state_from_last(self, last: Expr) -> Any:
+        return None  # the cell state of each last real step is not kept by the fused op
+
+    def output_of(self, state: Any) -> Expr:
+        h: Expr = state[0]
+        return h
 
     def step(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
         h, c = (None, None) if state is None else state

@@ -15,9 +15,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec, format_shape
 from ..ops.array.join import stack
+from ..ops.array.shape import expand_dims
+from ..ops.math.comparison import where
+from ..ops.nn.sequence import reverse_sequence, sequence_mask
 from .base import Layer, float_dtype, known, require_ndim
 
 
@@ -75,31 +80,83 @@ class Recurrent(Layer):
         )
         self.add_param("bias", (width,), self.bias_init, dtype=dt, weight_decay=0.0)
 
-    def forward(self, x: Expr, initial_state: Any = None) -> Any:
+    def forward(self, x: Expr, initial_state: Any = None, lengths: Any = None) -> Any:
         """Run over the sequence; the final state is kept in :attr:`state`.
 
         Returns the last output (N, units), or every output (N, T, units) with
         ``return_sequences``; with ``return_state`` a pair ``(output, state)``.
+
+        ``lengths`` (N,) integers, an expression or an array, runs a right-padded batch of
+        variable-length sequences, sequence ``n`` in ``x[n, :lengths[n]]`` (each at least 1):
+        every sequence then gets what it would get alone. Outputs past a sequence's end are
+        zero (PyTorch's ``pad_packed_sequence``), the last output and the final state are those
+        of its last real step. Padding never changes an earlier step, so the fused op still
+        runs and the last real step is gathered; only an LSTM asked for ``return_state`` runs
+        the unrolled loop with the state held across the padding (the fused op keeps the last
+        step's cell state alone), and without ``return_state`` its :attr:`state` is ``None``.
         """
         steps = x.shape[1]
         state = self.initial(initial_state)
         weight, bias = self._params["weight"], self._params["bias"]
-        result: Expr
-        if self.fused and type(self).layer is not Recurrent.layer:
+        ids = None if lengths is None else self._lengths(x, lengths)
+        mask = None if ids is None else sequence_mask(ids, int(steps))  # type: ignore[arg-type]
+        held = mask is not None and self.return_state and self.holds_state_in_loop
+        last: Expr | None = None
+        if self.fused and not held and type(self).layer is not Recurrent.layer:
             sequence, state = self.layer(x, state)
-            result = sequence if self.return_sequences else sequence[:, -1]
-        elif self.fused and type(self).sequence is not Recurrent.sequence:
+        elif self.fused and not held and type(self).sequence is not Recurrent.sequence:
             sequence, state = self.sequence(x @ weight + bias, state)
-            result = sequence if self.return_sequences else sequence[:, -1]
         else:
             outputs = []
             projection = x @ weight + bias  # (N, T, gates * units): one GEMM for every step
             for t in range(steps):  # type: ignore[arg-type]
-                output, state = self.step(projection[:, t], state)
+                output, new = self.step(projection[:, t], state)
+                if mask is not None:  # past a sequence's end: the state stays, the output is 0
+                    keep = mask[:, t : t + 1]
+                    new = _hold(keep, new, state)
+                    output = where(keep, output, as_expr(0.0, output))
+                state = new
                 outputs.append(output)
-            result = stack(outputs, axis=1) if self.return_sequences else outputs[-1]
+            sequence = stack(outputs, axis=1)
+            ids = None  # the loop held the state: it is final, the outputs are masked
+            last = outputs[-1] if mask is None else self.output_of(state)
+        if ids is not None:  # a fused run over a padded batch: gather each last real step
+            last = reverse_sequence(sequence, ids)[:, 0]
+            state = self.state_from_last(last)
+            sequence = where(expand_dims(mask, 2), sequence, as_expr(0.0, sequence))
+        elif last is None:
+            last = sequence[:, -1]
+        result = sequence if self.return_sequences else last
         self.state = state
         return (result, state) if self.return_state else result
+
+    #: Whether the state has parts the outputs do not show (an LSTM's cell), so that a padded
+    #: batch must hold the state through the loop to return it.
+    holds_state_in_loop = False
+
+    def state_from_last(self, last: Expr) -> Any:
+        """The final state of a padded batch from each sequence's last real output."""
+        return last
+
+    def output_of(self, state: Any) -> Expr:
+        """The output that goes with ``state`` (the hidden state itself for RNN and GRU)."""
+        out: Expr = state
+        return out
+
+    def _lengths(self, x: Expr, lengths: Any) -> Expr:
+        """``lengths`` as an expression, checked against the batch ``x``."""
+        ids = lengths if isinstance(lengths, Expr) else as_expr(np.asarray(lengths))
+        if ids.dtype.kind not in "iu" or ids.ndim != 1:
+            raise TypeError(
+                f"{type(self).__name__} {self.name!r}: lengths must be integers of shape (N,), "
+                f"got {ids.dtype.name} of shape {format_shape(ids.shape)}"
+            )
+        if None not in (ids.shape[0], x.shape[0]) and ids.shape[0] != x.shape[0]:
+            raise ValueError(
+                f"{type(self).__name__} {self.name!r}: {ids.shape[0]} lengths for a batch of "
+                f"{x.shape[0]} sequences"
+            )
+        return ids
 
     def layer(self, x: Expr, state: Any) -> tuple[Expr, Any]:
         """The whole layer as one op: every output ``(N, T, units)`` and the final state, from the
@@ -150,3 +207,12 @@ class Recurrent(Layer):
             "return_state": self.return_state,
             "name": self.name,
         }
+
+
+def _hold(keep: Expr, new: Any, old: Any) -> Any:
+    """``new`` where ``keep`` (N, 1) holds, else ``old`` (zeros where ``old`` is ``None``), for
+    a state that is one array or a tuple of them."""
+    if isinstance(new, tuple):
+        olds = (None,) * len(new) if old is None else old
+        return tuple(_hold(keep, n, o) for n, o in zip(new, olds, strict=True))
+    return where(keep, new, as_expr(0.0, new) if old is None else old)

@@ -1,7 +1,7 @@
 """Op declarations, one class per op, in family files under category folders.
 
 ``math/`` (arithmetic, exponential, trigonometric, comparison, activation, reduction, linalg), ``array/``
-(shape, indexing, join), ``nn/`` (convolution, pooling, normalization, dropout, softmax, recurrent, attention),
+(shape, indexing, join), ``nn/`` (convolution, pooling, normalization, dropout, softmax, recurrent, attention, sequence),
 ``loss/`` (cross_entropy, regression, divergence, margin, penalty) and ``control`` (stop_gradient). Importing
 this package imports every family, so :data:`REGISTRY` lists every op.
 """
@@ -19,11 +19,20 @@ from .math import (
     reduction,
     trigonometric,
 )
-from .nn import attention, convolution, dropout, normalization, pooling, recurrent, softmax
+from .nn import (
+    attention,
+    convolution,
+    dropout,
+    normalization,
+    pooling,
+    recurrent,
+    sequence,
+    softmax,
+)
 
 __all__ = [
     "REGISTRY", "Broadcasting", "Op", "Unary", "activation", "attention", "arithmetic", "comparison", "control",
     "convolution", "cross_entropy", "divergence", "dropout", "exponential", "indexing", "join",
-    "linalg", "margin", "normalization", "penalty", "pooling", "recurrent", "reduction", "regression", "shape",
+    "linalg", "margin", "normalization", "penalty", "pooling", "recurrent", "reduction", "regression", "sequence", "shape",
     "softmax", "trigonometric", "unbroadcast",
 ]  # fmt: skip

@@ -1,0 +1,108 @@
+"""Variable-length sequences: ``reverse_sequence`` and ``sequence_mask``.
+
+A batch of sequences of different lengths is stored right-padded, ``(N, T, ...)`` with sequence
+``n`` in ``[:lengths[n]]`` (PyTorch's ``pack_padded_sequence`` takes the same ``lengths``).
+``reverse_sequence(x, lengths)`` reverses each sequence within its own length and leaves the
+padding where it is: what a backward-running recurrent layer must read so that padding never
+reaches a real step (TensorFlow's ``tf.reverse_sequence``). Without ``lengths`` it flips the
+whole time axis. It is its own inverse, so its gradient is the same reversal of ``dy``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from arraycore import ArrayNamespace
+
+from ...expr.node import Expr, as_expr, constant
+from ...expr.spec import Spec, format_shape
+from ..array.shape import expand_dims
+from ..base import Grads, Inputs, Needs, Op
+from ..math.comparison import astype, less
+
+
+def check_lengths(op: str, x: Spec, lengths: Spec) -> None:
+    """``lengths`` must be integer ``(N,)`` beside ``x (N, T, ...)``."""
+    if x.ndim < 2:
+        raise ValueError(f"{op}: needs sequences (N, T, ...), got {format_shape(x.shape)}")
+    if lengths.dtype.kind not in "iu" or lengths.ndim != 1:
+        raise TypeError(
+            f"{op}: lengths must be integers of shape (N,), got {lengths.dtype.name} of shape "
+            f"{format_shape(lengths.shape)}"
+        )
+    if None not in (x.shape[0], lengths.shape[0]) and x.shape[0] != lengths.shape[0]:
+        raise ValueError(
+            f"{op}: {lengths.shape[0]} lengths for {x.shape[0]} sequences {format_shape(x.shape)}"
+        )
+
+
+class ReverseSequence(Op):
+    """See the module docstring; inputs ``x`` and optionally ``lengths``."""
+
+    name = "reverse_sequence"
+    nondiff_inputs = (1,)
+    keep_inputs = (1,)
+    fresh_grads = True
+
+    def infer(self, x: Spec, *lengths: Spec) -> Spec:
+        if lengths:
+            check_lengths(self.name, x, lengths[0])
+        elif x.ndim < 2:
+            raise ValueError(
+                f"{self.name}: needs sequences (N, T, ...), got {format_shape(x.shape)}"
+            )
+        return x
+
+    def _reverse(self, xp: ArrayNamespace, x: Any, lengths: Any) -> Any:
+        if lengths is None:
+            return xp.flip(x, axis=1)
+        steps = int(x.shape[1])
+        t = xp.reshape(xp.arange(steps, dtype=lengths.dtype), (1, steps))
+        n = xp.reshape(xp.clip(lengths, 0, steps), (-1, 1))
+        index = xp.where(t < n, n - 1 - t, t)  # (N, T): reversed inside, padding in place
+        index = xp.reshape(index, (*index.shape, *(1,) * (x.ndim - 2)))
+        return xp.take_along_axis(x, xp.broadcast_to(index, x.shape), axis=1)
+
+    def forward(self, xp: ArrayNamespace, x: Any, *lengths: Any) -> Any:
+        return self._reverse(xp, x, lengths[0] if lengths else None)
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        if len(inputs) == 1:
+            return (self._reverse(xp, dy, None),)
+        return (self._reverse(xp, dy, inputs[1]), None)
+
+
+def reverse_sequence(x: Any, lengths: Any = None) -> Expr:
+    """``x (N, T, ...)`` with each sequence reversed within ``lengths[n]`` (its padding left in
+    place), or the whole time axis flipped without ``lengths``.
+
+    >>> import numpy as np, nnlayers, nnlayers.expr as ex
+    >>> x = ex.placeholder((2, 4), "int64", name="x")
+    >>> graph = nnlayers.compile(ex.reverse_sequence(x, np.array([3, 4])), wrt=[])
+    >>> graph.xp.to_numpy(graph.forward({x: np.array([[1, 2, 3, 0], [1, 2, 3, 4]])})).tolist()
+    [[3, 2, 1, 0], [4, 3, 2, 1]]
+    """
+    x = as_expr(x)
+    if lengths is None:
+        return ReverseSequence()(x)
+    return ReverseSequence()(x, _lengths(lengths))
+
+
+def _lengths(lengths: Any) -> Expr:
+    if isinstance(lengths, Expr):
+        return lengths
+    host = np.asarray(lengths)
+    if host.dtype.kind not in "iu":
+        raise TypeError(f"sequence lengths must be integers, got {host.dtype.name}")
+    return constant(host.astype(np.int64))
+
+
+def sequence_mask(lengths: Any, steps: int, dtype: Any = "bool") -> Expr:
+    """``(N, steps)``: true (or 1) at ``t < lengths[n]``, the positions that hold data."""
+    positions = constant(np.arange(int(steps), dtype=np.int64))
+    mask = less(positions, expand_dims(_lengths(lengths), 1))
+    return mask if np.dtype(dtype) == np.bool_ else astype(mask, dtype)
