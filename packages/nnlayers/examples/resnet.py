@@ -71,7 +71,7 @@ def load_cifar(folder: Path) -> tuple[Any, Any, Any, Any]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     p = parser(__doc__.split("\n\n")[0], epochs=15)
-    p.add_argument("--width", type=int, default=16, help="filters of the first stage")
+    p.add_argument("--width", type=int, default=32, help="filters of the first stage")
     p.add_argument("--blocks", type=int, default=2, help="stages of two residual blocks")
     p.add_argument("--batch-size", type=int, default=32, help="examples per step")
     p.add_argument("--cifar", type=Path, default=None, help="CIFAR-10's cifar-10-batches-py folder")

@@ -119,6 +119,12 @@ def test_resnet_reads_cifar_batches_and_names_missing_files(tmp_path) -> None:
         module.load_cifar(tmp_path)
 
 
+def test_bilstm_classifies_variable_length_sequences(capsys) -> None:
+    result = example("bilstm_lengths").main(["--quiet", "--examples", "2000", "--epochs", "12"])
+    assert result["with_lengths"] > 0.9  # the label needs each sequence's own last digit
+    assert "with lengths on" in capsys.readouterr().out
+
+
 def test_vae_beats_its_untrained_self(capsys) -> None:
     result = example("vae").main(["--epochs", "5", "--quiet"])
     assert result["loss"] < 0.8 * result["untrained"]
