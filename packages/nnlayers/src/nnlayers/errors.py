@@ -21,3 +21,8 @@ class GraphError(NNLayersError, RuntimeError):
 
 class NonFiniteError(NNLayersError, FloatingPointError):
     """The NaN/Inf guard found a NaN or an infinity; the message names the op that made it."""
+
+
+class PrecisionWarning(UserWarning):
+    """Half-precision parameters trained without a mixed-precision policy: small gradients
+    flush to zero and large ones overflow (use ``Model(..., precision="mixed_float16")``)."""

@@ -47,6 +47,7 @@ from ..nn_shapes import (
     pool_window,
 )
 from . import _numba, _onednn
+from .numpy import gemm as _mm
 
 __all__ = [
     "conv2d",
@@ -149,7 +150,7 @@ def _conv_chunked(x: np.ndarray, w: np.ndarray, win: Window2d) -> np.ndarray:
     w2 = w.reshape(o, k).astype(dtype, copy=False)
     y = np.empty((win.n, o, win.out_h * win.out_w), dtype=dtype)
     for images, cols in _column_chunks(x, win, dtype):
-        np.matmul(w2, cols, out=y[images])
+        _mm(w2, cols, out=y[images])
     return y.reshape(win.n, o, win.out_h, win.out_w)
 
 
@@ -160,7 +161,7 @@ def _filter_grad_chunked(x: np.ndarray, dy: np.ndarray, win: Window2d) -> np.nda
     dy3 = dy.reshape(win.n, o, win.out_h * win.out_w)
     dw = np.zeros((o, win.c * win.kh * win.kw), dtype=dtype)
     for images, cols in _column_chunks(x, win, dtype):
-        dw += np.matmul(dy3[images], cols.transpose(0, 2, 1)).sum(axis=0)
+        dw += _mm(dy3[images], cols.transpose(0, 2, 1)).sum(axis=0)
     return dw
 
 
@@ -207,7 +208,7 @@ def _col2im(w: np.ndarray, dy: np.ndarray, win: Window2d) -> np.ndarray:
     o, k2, n, c = w.shape[0], win.kh * win.kw, win.n, win.c
     positions = win.out_h * win.out_w
     w_taps = w.transpose(2, 3, 1, 0).reshape(k2 * c, o)
-    cols = np.matmul(w_taps, _dy_t(dy, n, o, positions))
+    cols = _mm(w_taps, _dy_t(dy, n, o, positions))
     cols = cols.reshape(win.kh, win.kw, c, win.out_h, win.out_w, n)
     xpad = np.zeros((c, win.padded_h, win.padded_w, n), dtype=cols.dtype)
     for i in range(win.kh):
@@ -236,7 +237,7 @@ def conv2d(
     y: np.ndarray
     if _batch_inner(win):
         # one GEMM over every image's positions, then one copy back to NCHW
-        y_t = np.matmul(w.reshape(o, k), _im2col_t(x, win))
+        y_t = _mm(w.reshape(o, k), _im2col_t(x, win))
         y = np.empty((win.n, o, win.out_h, win.out_w), dtype=y_t.dtype)
         np.copyto(y, y_t.reshape(o, win.out_h, win.out_w, win.n).transpose(3, 0, 1, 2))
         return y
@@ -287,7 +288,7 @@ def conv2d_backward_filter(
     dw: np.ndarray
     if _batch_inner(win):
         # short output rows: batch-innermost columns and dy, one GEMM (transpose in its flags)
-        dw = np.matmul(_dy_t(dy, win.n, o, positions), _im2col_t(x, win).T)
+        dw = _mm(_dy_t(dy, win.n, o, positions), _im2col_t(x, win).T)
     elif positions >= k:
         # many positions, short columns (first layers): a chunk of images at a time, their
         # products with dy summed (no transposed copy of the large dy)
@@ -296,7 +297,7 @@ def conv2d_backward_filter(
         # long columns (deep layers): one product over (batch, position) after transposing
         # dy, the smaller operand
         cols = _windows(x, win).transpose(1, 4, 5, 0, 2, 3).reshape(k, win.n * positions)
-        dw = np.matmul(dy3.transpose(1, 0, 2).reshape(o, win.n * positions), cols.T)
+        dw = _mm(dy3.transpose(1, 0, 2).reshape(o, win.n * positions), cols.T)
     return dw.reshape(o, win.c, win.kh, win.kw)
 
 

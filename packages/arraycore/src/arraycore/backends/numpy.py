@@ -214,6 +214,25 @@ def _inplace_copy(src: Any, *, out: np.ndarray) -> np.ndarray:
     return out
 
 
+_F16 = np.dtype(np.float16)
+
+
+def gemm(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``np.matmul``, except that float16 products are computed in float32 through BLAS and
+    rounded to float16 once (float32 accumulation, as cuBLAS's half GEMMs and PyTorch's CPU
+    kernels accumulate): NumPy's own float16 matmul is a loop without BLAS, tens of times
+    slower, and also accumulates in float32 (results differ in summation order only)."""
+    if np.result_type(a, b) != _F16:
+        result: np.ndarray = np.matmul(a, b, out=out)
+        return result
+    y = np.matmul(a.astype(np.float32), b.astype(np.float32))
+    if out is None:
+        half: np.ndarray = y.astype(_F16)
+        return half
+    np.copyto(out, y, casting="same_kind")
+    return out
+
+
 def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
     """``np.matmul``; large float32 products run on oneDNN where ``arraycore[onednn]`` is
     installed (:func:`._onednn.matmul`: the same OpenMP threads as the convolutions, none of
@@ -227,7 +246,7 @@ def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
         y = _onednn.matmul(x1, x2)
         if y is not None:
             return y
-    out: np.ndarray = np.matmul(x1, x2)
+    out: np.ndarray = gemm(x1, x2) if getattr(x1, "dtype", None) == _F16 else np.matmul(x1, x2)
     return out
 
 

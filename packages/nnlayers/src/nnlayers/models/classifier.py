@@ -41,6 +41,7 @@ class Classifier(Model):
         optimizer: Any = None,
         seed: int = 0,
         check_finite: bool = False,
+        precision: Any = None,
     ) -> None:
         x = ex.placeholder((None, *input_shape), input_dtype, name="inputs")
         y = ex.placeholder((None, *target_shape), "int64", name="labels")
@@ -73,7 +74,9 @@ class Classifier(Model):
             optimizer=optimizer,
             seed=seed,
             check_finite=check_finite,
+            precision=precision,
         )
+        self.probabilities = self.outputs["probabilities"]
 
     def predict_proba(self, x: Any, batch_size: int = 256) -> np.ndarray:
         """Class probabilities (softmax of the logits), shape ``(N, ..., classes)``."""

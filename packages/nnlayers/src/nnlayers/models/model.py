@@ -8,6 +8,7 @@ the training graph once, at construction, and the prediction graph once, at the 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -15,10 +16,12 @@ import numpy as np
 
 from arraycore import ArrayNamespace
 
-from ..errors import GraphError
+from ..errors import GraphError, PrecisionWarning
 from ..expr.node import Expr, Placeholder
 from ..graph.graph import Graph, check_feed_dtype, check_labels
 from ..graph.topo import topological_order
+from ..mixed_precision import LossScaler, Policy, as_policy, autocast
+from ..ops.math.comparison import astype
 from ..parameter import Parameter
 
 Batch = Sequence[Any]
@@ -61,6 +64,7 @@ class Model:
         wrt: Sequence[Parameter] | None = None,
         seed: int = 0,
         check_finite: bool = False,
+        precision: Any = None,
     ) -> None:
         self.inputs = list(inputs)
         for p in self.inputs:
@@ -71,18 +75,36 @@ class Model:
         if isinstance(outputs, Expr):
             outputs = {"output": outputs}
         self.outputs: dict[str, Expr] = dict(outputs or {})
+        self.policy = as_policy(precision)
+        self.loss_scaler: LossScaler | None = None
+        if self.policy is not None:
+            self._autocast(self.policy)
         self.seed = seed
         self.metric_names = ["loss", *self.metrics]
-        nodes = topological_order([loss, *self.metrics.values(), *self.outputs.values()])
+        nodes = topological_order([self.loss, *self.metrics.values(), *self.outputs.values()])
         self._check_inputs(nodes)
         everything = _unique(n for n in nodes if isinstance(n, Parameter))
         unique_names(everything)
         self.params = [p for p in everything if p.trainable]
         self.buffers = [p for p in everything if not p.trainable]
+        half = [p for p in self.params if p.dtype.kind == "f" and p.dtype.itemsize == 2]
+        if half and self.policy is None:
+            names = ", ".join(str(p.name) for p in half[:3]) + (" ..." if len(half) > 3 else "")
+            warnings.warn(
+                f"Model: parameters {names} are {half[0].dtype.name} and training them is "
+                "unscaled: small gradients flush to zero and large ones overflow. Keep float32 "
+                "parameters and pass precision='mixed_float16' (float32 master weights, "
+                "half-precision compute, dynamic loss scaling)",
+                PrecisionWarning,
+                stacklevel=2,
+            )
         self.wrt = self.params if wrt is None else list(wrt)
         wrt_nodes: list[Expr] = list(self.wrt)
         self.graph = Graph(
-            [loss, *self.metrics.values()], wrt_nodes, seed=seed, check_finite=check_finite
+            [self.loss, *self.metrics.values()],
+            wrt_nodes,
+            seed=seed,
+            check_finite=check_finite,
         )
         self.xp = self.graph.xp
         # the training graph's own placeholders: an input only the outputs read is not fed to it
@@ -178,9 +200,49 @@ class Model:
         if self._optimizer is None:
             self._require_optimizer()
         values = self.graph.forward(self._fill(batch))
-        self.graph.backward()
-        self._optimizer.step()
+        scaler = self.loss_scaler
+        if scaler is None:
+            self.graph.backward()
+            self._optimizer.step()
+        else:
+            with warnings.catch_warnings():
+                # an overflow in half precision is what the scaler looks for, not an error
+                for text in ("overflow encountered", "invalid value encountered"):
+                    warnings.filterwarnings("ignore", text, RuntimeWarning)
+                self.graph.backward(scaler.seed(self.xp, self.loss.dtype))
+            if scaler.unscale(self.xp, [p.grad for p in self.wrt]):
+                self._optimizer.step()
         return values  # type: ignore[no-any-return]
+
+    def _autocast(self, policy: Policy) -> None:
+        """Rewrite the loss, metrics and outputs for ``policy`` (see
+        :mod:`nnlayers.mixed_precision`); outputs come back as float32."""
+        import arraycore
+
+        xp = arraycore.namespace()
+        info = xp.__array_namespace_info__()
+        # float16 is listed only when asked for by name; bfloat16 where a backend has it
+        found = info.dtypes(kind="float16") if policy.compute == "float16" else info.dtypes()
+        if policy.compute not in found:
+            raise TypeError(
+                f"Model: precision {policy.name!r} needs {policy.compute}, which the "
+                f"{xp.name} backend's device does not have; use a backend that has it (the NumPy "
+                "backend and CUDA have float16) or precision=None"
+            )
+        names = list(self.metrics)
+        keys = list(self.outputs)
+        roots = autocast(
+            [self.loss, *self.metrics.values(), *self.outputs.values()], policy.compute
+        )
+        self.loss = roots[0]
+        self.metrics = dict(zip(names, roots[1 : 1 + len(names)], strict=True))
+        outs = roots[1 + len(names) :]
+        self.outputs = {
+            k: astype(o, "float32") if o.dtype.kind == "f" and o.dtype.itemsize < 4 else o
+            for k, o in zip(keys, outs, strict=True)
+        }
+        if policy.loss_scale is not None:
+            self.loss_scaler = LossScaler(policy)
 
     def _require_optimizer(self) -> None:
         missing = [name for name, opt in self._optimizer_slots().items() if opt is None]
