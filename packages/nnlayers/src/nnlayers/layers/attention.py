@@ -178,7 +178,7 @@ class MultiHeadAttention(Layer):
         for what, mask in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
             if mask is None:
                 continue
-            m = as_expr(mask, q) if isinstance(mask, Expr) else as_expr(mask)
+            m = as_expr(mask, q)  # a float array takes the query's dtype, a boolean one stays
             if m.dtype.kind == "b":
                 m = where(m, as_expr(-math.inf, q), as_expr(0.0, q))
             elif m.dtype != dt:

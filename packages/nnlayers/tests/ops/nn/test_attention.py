@@ -64,3 +64,42 @@ def test_bad_masks_are_named() -> None:
         _ = ex.scaled_dot_product_attention(q, q, q, ex.placeholder((3, 5), "bool")).shape
     with pytest.raises(ValueError, match=r"mask must be boolean or of q.s dtype float32"):
         _ = ex.scaled_dot_product_attention(q, q, q, ex.placeholder((5, 5), "int64")).shape
+
+
+@pytest.mark.parametrize("options", [{}, {"causal": True}, {"mask": "bool"}, {"mask": "add"}])
+def test_the_memory_saving_backward_equals_keeping_the_probabilities(options) -> None:
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.normal(size=(2, 3, 5, 4)) for _ in range(3))
+    kind = options.get("mask")
+    mask = None
+    if kind == "bool":
+        mask = rng.uniform(size=(5, 5)) > 0.3
+        mask[:, 0] = True
+    elif kind == "add":
+        mask = rng.normal(size=(1, 3, 5, 5))
+    causal = options.get("causal", False)
+
+    def build(recompute):
+        return lambda q, k, v: ex.scaled_dot_product_attention(
+            q, k, v, mask, causal=causal, recompute=recompute
+        )
+
+    kept = _grads(build(False), [q, k, v])
+    recomputed = _grads(build(True), [q, k, v])
+    for got, want in zip(recomputed, kept, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_the_memory_saving_backward_with_dropout_keeps_the_mask() -> None:
+    rng = np.random.default_rng(5)
+    arrays = [rng.normal(size=(2, 6, 4)) for _ in range(3)]
+    phs = [ex.placeholder(a.shape, "float64", name=f"in{i}") for i, a in enumerate(arrays)]
+    results = []
+    for recompute in (False, True):
+        out = ex.scaled_dot_product_attention(*phs, dropout=0.5, recompute=recompute)
+        graph = nnlayers.compile([ex.sum(out * out), out], wrt=phs, seed=3)
+        value = graph.xp.to_numpy(graph.forward(dict(zip(phs, arrays, strict=True)))[1])
+        grads = graph.backward()
+        results.append([value] + [graph.xp.to_numpy(grads[p]) for p in phs])
+    for got, want in zip(results[1], results[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -13,7 +13,11 @@ the attention probabilities ``p`` (not the scores or any other temporary) for ba
     dv = p^T @ dy     dp = dy @ v^T     ds = p * (dp - sum(dp * p)) * scale
     dq = ds @ k       dk = ds^T @ q
 
-so training through attention holds one ``(..., Tq, Tk)`` array per layer.
+so training through attention holds one ``(..., Tq, Tk)`` array per layer. Where that array is
+large (``recompute=None``: from :data:`RECOMPUTE_ELEMENTS` elements on; ``recompute=True``
+always) the op keeps only each row's log-sum-exp ``(..., Tq, 1)`` and backward recomputes
+``p = exp(q @ k^T * scale + mask - lse)`` with one more product, as memory-efficient attention
+kernels do: between forward and backward a layer then holds ``Tk`` times less.
 
 ``dropout=rate`` (PyTorch's ``dropout_p``) zeroes each attention probability with probability
 ``rate`` in the train phase and scales the rest by ``1 / (1 - rate)``, a new mask every step from
@@ -48,7 +52,11 @@ class ScaledDotProductAttention(Op):
     phase_dependent = True  # dropout: the train phase and the graph's generator
 
     def __init__(
-        self, scale: float | None = None, causal: bool = False, dropout: float = 0.0
+        self,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout: float = 0.0,
+        recompute: bool | None = None,
     ) -> None:
         if not 0.0 <= float(dropout) < 1.0:
             raise ValueError(
@@ -57,6 +65,7 @@ class ScaledDotProductAttention(Op):
         self.scale = scale
         self.causal = bool(causal)
         self.dropout = float(dropout)
+        self.recompute = recompute
 
     def infer(self, q: Spec, k: Spec, v: Spec, *mask: Spec) -> Spec:
         op = self.name
@@ -106,7 +115,8 @@ class ScaledDotProductAttention(Op):
             self.mask_kind = "bool" if m.dtype == np.bool_ else "add"
         return Spec((*q.shape[:-1], v.shape[-1]), q.dtype)
 
-    def forward(self, xp: ArrayNamespace, q: Any, k: Any, v: Any, *mask: Any) -> Any:
+    def _scores(self, xp: ArrayNamespace, q: Any, k: Any, mask: tuple[Any, ...]) -> Any:
+        """``q @ k^T * scale`` with the mask added or applied and the causal mask."""
         s = xp.matmul(q, xp.matrix_transpose(k))
         s *= self.factor
         if self.mask_kind == "add":
@@ -119,19 +129,42 @@ class ScaledDotProductAttention(Op):
             rows = xp.reshape(xp.arange(tq), (tq, 1))
             keep = rows >= xp.reshape(xp.arange(tk), (1, tk))
             s = xp.where(keep, s, neg)
-        p = xp.nn.softmax(s, axis=-1)
+        return s
+
+    def forward(self, xp: ArrayNamespace, q: Any, k: Any, v: Any, *mask: Any) -> Any:
+        s = self._scores(xp, q, k, mask)
+        recompute = self.recompute
+        if recompute is None:
+            recompute = math.prod(int(n) for n in s.shape) >= RECOMPUTE_ELEMENTS
+        if recompute:  # keep each row's log-sum-exp, not p
+            top = xp.max(s, axis=-1, keepdims=True)
+            s -= top
+            p = xp.exp(s)
+            total = xp.sum(p, axis=-1, keepdims=True)
+            p /= total
+            kept: Any = ("lse", xp.log(total) + top, mask)
+        else:
+            p = xp.nn.softmax(s, axis=-1)
+            kept = ("p", p, None)
+        del s
         if not self.dropout or not self.state.training:
-            return xp.matmul(p, v), (p, None)
+            return xp.matmul(p, v), (*kept, None)
         keep = 1.0 - self.dropout
         m = self.state.rng.bernoulli(keep, tuple(int(n) for n in p.shape), dtype=p.dtype)
         m *= 1.0 / keep
-        return xp.matmul(p * m, v), (p, m)
+        return xp.matmul(p * m, v), (*kept, m)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         q, k, v = inputs[:3]
-        p, m = residual
+        kind, saved, mask, m = residual
+        if kind == "p":
+            p = saved
+        else:  # recompute the probabilities from the scores and the kept log-sum-exp
+            p = self._scores(xp, q, k, mask)
+            p -= saved
+            p = xp.exp(p)
         kept = p if m is None else p * m
         dv = xp.matmul(xp.matrix_transpose(kept), dy) if needs[2] else None
         del kept
@@ -145,6 +178,11 @@ class ScaledDotProductAttention(Op):
         dk = xp.matmul(xp.matrix_transpose(ds), q) if needs[1] else None
         grads = (dq, dk, dv)
         return (*grads, None) if len(needs) == 4 else grads
+
+
+#: From this many attention probabilities per call (16 MB in float32) the op keeps each row's
+#: log-sum-exp instead of the probabilities and recomputes them in backward.
+RECOMPUTE_ELEMENTS = 1 << 22
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -161,9 +199,11 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     causal: bool = False,
     dropout: float = 0.0,
+    recompute: bool | None = None,
 ) -> Expr:
     """``softmax(q @ k^T * scale + mask) @ v`` as one op (PyTorch's semantics; see the module),
-    with ``dropout`` on the attention probabilities in the train phase.
+    with ``dropout`` on the attention probabilities in the train phase; ``recompute`` chooses
+    the memory-saving backward (``None``: for large score matrices).
 
     >>> import nnlayers.expr as ex
     >>> q = ex.placeholder((None, 4, 10, 16), name="q")  # (batch, heads, time, head width)
@@ -173,5 +213,5 @@ def scaled_dot_product_attention(
     q = as_expr(q)
     args = [q, as_expr(k, q), as_expr(v, q)]
     if mask is not None:
-        args.append(as_expr(mask, q) if isinstance(mask, Expr) else as_expr(np.asarray(mask)))
-    return ScaledDotProductAttention(scale, causal, dropout)(*args)
+        args.append(as_expr(mask, q))  # a float array takes q's dtype, a boolean one stays
+    return ScaledDotProductAttention(scale, causal, dropout, recompute)(*args)
