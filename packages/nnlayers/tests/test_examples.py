@@ -98,6 +98,15 @@ def test_resnet_learns_the_digits(capsys) -> None:
     assert "held-out accuracy" in capsys.readouterr().out
 
 
+def test_resnet_in_mixed_precision_learns_the_digits(xp) -> None:
+    if not xp.__array_namespace_info__().dtypes(kind="float16"):
+        pytest.skip(f"the {xp.name} device has no float16")
+    tiny = ["--epochs", "3", "--width", "8", "--quiet", "--precision", "mixed_float16"]
+    result = example("resnet").main(tiny)
+    assert result["accuracy"] > 0.9
+    assert result["skipped_steps"] is not None
+
+
 def test_resnet_reads_cifar_batches_and_names_missing_files(tmp_path) -> None:
     import pickle
 

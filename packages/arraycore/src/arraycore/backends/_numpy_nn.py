@@ -224,12 +224,25 @@ def _col2im(w: np.ndarray, dy: np.ndarray, win: Window2d) -> np.ndarray:
 
 
 # -- convolution ----------------------------------------------------------------------------------
+_F16 = np.dtype(np.float16)
+
+
+def _in_float32(fn: Any, a: np.ndarray, b: np.ndarray, *args: Any, **kwargs: Any) -> np.ndarray:
+    """``fn`` on float16 operands computed in float32 (oneDNN's or BLAS's kernels) and rounded
+    to float16 once: float32 accumulation, as cuDNN's half convolutions accumulate, instead of
+    NumPy's float16 loops (tens of times slower)."""
+    out: np.ndarray = fn(a.astype(np.float32), b.astype(np.float32), *args, **kwargs)
+    return out.astype(_F16)
+
+
 def conv2d(
     x: np.ndarray, w: np.ndarray, *, stride: Any = 1, padding: Any = 0, dilation: Any = 1
 ) -> np.ndarray:
     """:func:`arraycore._nn.conv2d` with im2col from a window view and one batched matmul."""
     win = conv_window("conv2d", x.shape, w.shape, stride, padding, dilation)
     _nn.check_float("conv2d", np.isdtype, x=x, w=w)
+    if x.dtype == _F16 and w.dtype == _F16:
+        return _in_float32(conv2d, x, w, stride=stride, padding=padding, dilation=dilation)
     o, k = w.shape[0], win.c * win.kh * win.kw
     plan = _onednn.conv_plan(win, o, x.dtype, w.dtype)
     if plan is not None:
@@ -258,6 +271,10 @@ def conv2d_backward_data(
     win = conv_window(op, x_shape, w.shape, stride, padding, dilation)
     check_output_shape(op, "dy", dy.shape, win, w.shape[0])
     _nn.check_float(op, np.isdtype, dy=dy, w=w)
+    if dy.dtype == _F16 and w.dtype == _F16:
+        return _in_float32(
+            conv2d_backward_data, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
+        )
     plan = _onednn.conv_plan(win, w.shape[0], dy.dtype, w.dtype)
     if plan is not None:
         return plan.backward_data(dy, w)
@@ -280,6 +297,16 @@ def conv2d_backward_filter(
     o = int(w_shape[0])
     check_output_shape(op, "dy", dy.shape, win, o)
     _nn.check_float(op, np.isdtype, x=x, dy=dy)
+    if x.dtype == _F16 and dy.dtype == _F16:
+        return _in_float32(
+            conv2d_backward_filter,
+            x,
+            dy,
+            w_shape,
+            stride=stride,
+            padding=padding,
+            dilation=dilation,
+        )
     plan = _onednn.conv_plan(win, o, x.dtype, dy.dtype)
     if plan is not None:
         return plan.backward_filter(x, dy)
