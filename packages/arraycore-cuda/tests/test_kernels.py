@@ -294,18 +294,21 @@ def test_softmax_cross_entropy_rows(ocl: OpenCLRunner, dtype: str) -> None:
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_gelu_kernels(ocl: OpenCLRunner, dtype: str) -> None:
-    """GELU forward and backward against arraycore's reference, over both saturated tails (the
-    gradient at -12 is 0, not a tanh rounding error times x**3), NaN and +inf."""
+@pytest.mark.parametrize(("kernel", "approximate"), [("gelu", "tanh"), ("gelu_erf", "none")])
+def test_gelu_kernels(ocl: OpenCLRunner, dtype: str, kernel: str, approximate: str) -> None:
+    """GELU forward and backward (tanh approximation, exact) against arraycore's reference, over
+    both saturated tails (the gradient at -12 is 0, not a rounding error times x**3), NaN and
+    +inf."""
     _needs(ocl, dtype)
     x = np.concatenate([np.linspace(-12, 12, 97), [np.nan, np.inf, 0.0]]).astype(dtype)
     dy = _random(40, x.shape, dtype)
     n = x.size
     with np.errstate(invalid="ignore"):  # as PyTorch: gelu(-inf) and the slope at +-inf are NaN
-        want, want_dx = XP.nn.gelu(x), XP.nn.gelu_backward(dy, x)
-    got = ocl.run("gelu", n, x.shape, dtype, x)
+        want = XP.nn.gelu(x, approximate=approximate)
+        want_dx = XP.nn.gelu_backward(dy, x, approximate=approximate)
+    got = ocl.run(kernel, n, x.shape, dtype, x)
     _close(got, want, dtype, 4)
-    got_dx = ocl.run("gelu_backward", n, x.shape, dtype, dy, x)
+    got_dx = ocl.run(f"{kernel}_backward", n, x.shape, dtype, dy, x)
     _close(got_dx, want_dx, dtype, 4)
     assert abs(got_dx[0]) < 1e-30 and abs(got[0]) < 1e-30 and got[-2] == np.inf  # x = -12; +inf
 
@@ -512,6 +515,7 @@ def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
     tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
+    tested |= {"gelu_erf", "gelu_erf_backward"}
     tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
     tested |= {"lstm_cell_forward", "lstm_cell_backward"}
     tested |= {"bn_chunk_stats", "bn_merge_stats", "bn_normalize", "bn_chunk_grads"}

@@ -385,13 +385,17 @@ def avg_pool2d_backward(
 GELU_K, GELU_C = math.sqrt(2.0 / math.pi), 0.044715
 
 
+#: GELU's forms: ``"tanh"`` (the approximation above) and ``"none"`` (exact, with erf).
+GELU_FORMS = ("tanh", "none")
+
+
 def check_gelu(op: str, isdtype: Any, approximate: str, **arrays: Array) -> None:
-    """Raise unless ``approximate`` is ``"tanh"`` and ``arrays`` share one shape and one real
-    floating dtype."""
-    if approximate != "tanh":
+    """Raise unless ``approximate`` is one of :data:`GELU_FORMS` and ``arrays`` share one shape
+    and one real floating dtype."""
+    if approximate not in GELU_FORMS:
         raise ValueError(
             f"{op}: approximate must be 'tanh' (the tanh approximation, PyTorch's "
-            f"approximate='tanh'), got {approximate!r}"
+            f"approximate='tanh') or 'none' (exact, with erf), got {approximate!r}"
         )
     check_float(op, isdtype, **arrays)
     shapes = {name: tuple(a.shape) for name, a in arrays.items()}
@@ -407,19 +411,68 @@ def _gelu_gate(xp: Namespace, x: Array) -> tuple[Array, Array]:
     return u, 0.5 + 0.5 * xp.tanh(u)
 
 
-def gelu(xp: Namespace, x: Array, *, approximate: str = "tanh") -> Array:
-    """GELU, tanh approximation: ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, as
-    ``torch.nn.functional.gelu(x, approximate="tanh")``."""
+#: Terms of erf's series below |x| = 2, and of erfc's continued fraction from there: enough
+#: for float64 (the last term of each is under 1e-17 of the sum).
+_ERF_SERIES_TERMS, _ERFC_FRACTION_TERMS = 40, 60
+
+
+def erfc(xp: Namespace, x: Array) -> Array:
+    """The complementary error function from the namespace's element-wise functions alone (the
+    Array API has no erf), accurate to float64's last digits: below ``|x| = 2`` the series
+    ``erf(x) = 2/sqrt(pi) exp(-x**2) sum_n (2 x**2)**n x / (1 * 3 * ... * (2n + 1))`` (every
+    term positive, no cancellation), from there Laplace's continued fraction
+    ``erfc(x) = exp(-x**2) / sqrt(pi) / (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...))))``,
+    evaluated from its tail. Backends with an ``erf`` of their own (CUDA's and OpenCL's math
+    libraries, SciPy) use it instead; this is the reference."""
+    a = xp.abs(x)
+    small = xp.minimum(a, 2.0)
+    term = small
+    total = small
+    square2 = 2.0 * small * small
+    for n in range(1, _ERF_SERIES_TERMS):
+        term = term * square2 / (2 * n + 1)
+        total = total + term
+    erf_small = total * xp.exp(-small * small) * (2.0 / math.sqrt(math.pi))
+    big = xp.maximum(a, 2.0)
+    fraction = big
+    for k in range(_ERFC_FRACTION_TERMS, 0, -1):
+        fraction = big + (0.5 * k) / fraction
+    erfc_big = xp.exp(-big * big) / (math.sqrt(math.pi) * fraction)
+    upper = xp.where(a < 2.0, 1.0 - erf_small, erfc_big)  # erfc(|x|)
+    return xp.where(x < 0.0, 2.0 - upper, upper)
+
+
+def _normal_cdf_pdf(xp: Namespace, x: Array, erfc_fn: Any = None) -> tuple[Array, Array]:
+    """``(Phi(x), phi(x))``: the standard normal's distribution ``0.5 erfc(-x / sqrt 2)`` (erfc:
+    no cancellation in the lower tail) and density; ``erfc_fn`` replaces :func:`erfc` where the
+    backend has one (SciPy's on the NumPy backend)."""
+    z = -x * math.sqrt(0.5)
+    cdf = 0.5 * (erfc(xp, z) if erfc_fn is None else erfc_fn(z))
+    return cdf, xp.exp(-0.5 * (x * x)) * (1.0 / math.sqrt(2.0 * math.pi))
+
+
+def gelu(xp: Namespace, x: Array, *, approximate: str = "tanh", erfc_fn: Any = None) -> Array:
+    """GELU: ``x Phi(x)`` with the normal distribution ``Phi`` (``approximate="none"``, PyTorch's
+    default), or its tanh approximation ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``
+    (``"tanh"``, arraycore's default, ``torch.nn.functional.gelu(x, approximate="tanh")``)."""
     check_gelu("gelu", xp, approximate, x=x)
+    if approximate == "none":
+        return x * _normal_cdf_pdf(xp, x, erfc_fn)[0]
     return x * _gelu_gate(xp, x)[1]
 
 
-def gelu_backward(xp: Namespace, dy: Array, x: Array, *, approximate: str = "tanh") -> Array:
-    """Gradient of :func:`gelu` at ``x`` times ``dy``: ``dy (s + x ds/dx)``, ``ds/dx = 2 s (1 - s)
-    u'``. ``s (1 - s)`` is written ``e / (1 + e)**2`` with ``e = exp(-2 |u|) <= 1``, exact in
-    both tails: from ``1 - tanh(u)**2`` a tanh one ulp short of -1 at ``x = -12`` (OpenCL allows
-    it) times ``x u'`` would give 1e-5 where the gradient is 0."""
+def gelu_backward(
+    xp: Namespace, dy: Array, x: Array, *, approximate: str = "tanh", erfc_fn: Any = None
+) -> Array:
+    """Gradient of :func:`gelu` at ``x`` times ``dy``: ``dy (Phi(x) + x phi(x))`` exactly, or for
+    the tanh form ``dy (s + x ds/dx)``, ``ds/dx = 2 s (1 - s) u'``. ``s (1 - s)`` is written
+    ``e / (1 + e)**2`` with ``e = exp(-2 |u|) <= 1``, exact in both tails: from ``1 -
+    tanh(u)**2`` a tanh one ulp short of -1 at ``x = -12`` (OpenCL allows it) times ``x u'``
+    would give 1e-5 where the gradient is 0."""
     check_gelu("gelu_backward", xp, approximate, dy=dy, x=x)
+    if approximate == "none":
+        cdf, pdf = _normal_cdf_pdf(xp, x, erfc_fn)
+        return dy * (cdf + x * pdf)
     u, s = _gelu_gate(xp, x)
     e = xp.exp(-2.0 * xp.abs(u))
     q = e / ((1.0 + e) * (1.0 + e))

@@ -127,7 +127,9 @@ class NNNamespace(_SubNamespace):
         )
 
     def gelu(self, x: Array, *, approximate: str = "tanh") -> Array:
-        """GELU, tanh approximation (PyTorch's ``gelu(x, approximate="tanh")``)."""
+        """GELU: the tanh approximation (``approximate="tanh"``, the default, PyTorch's
+        ``gelu(x, approximate="tanh")``) or exact, ``x Phi(x)`` with erf (``"none"``, PyTorch's
+        default)."""
         return _nn.gelu(self._xp, x, approximate=approximate)
 
     def gelu_backward(self, dy: Array, x: Array, *, approximate: str = "tanh") -> Array:

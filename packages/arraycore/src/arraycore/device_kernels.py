@@ -30,6 +30,8 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``softmax_rows(rows, cols, out, x, log_mode)``;
 - ``softmax_xent_rows(rows, cols, dlogits, row_loss, x, labels_int64, scale)``;
 - ``gelu(n, out, x)``, ``gelu_backward(n, out, dy, x)``: GELU's tanh approximation, one pass;
+  ``gelu_erf(n, out, x)``, ``gelu_erf_backward(n, out, dy, x)``: exact GELU, ``x Phi(x)`` with
+  ``Phi(x) = 0.5 erfc(-x / sqrt 2)`` from the device's math library;
 - ``layer_norm_rows(rows, d, y, mean, inv_std, x, gamma, beta, eps)``,
   ``layer_norm_backward_rows(rows, d, dx, dy, x, gamma, mean, inv_std)`` (one work item per
   row) and ``layer_norm_param_grads(rows, d, dgamma, dbeta, dy, x, mean, inv_std)`` (one work
@@ -68,6 +70,8 @@ KERNELS = (
     "softmax_xent_rows",
     "gelu",
     "gelu_backward",
+    "gelu_erf",
+    "gelu_erf_backward",
     "layer_norm_rows",
     "layer_norm_backward_rows",
     "layer_norm_param_grads",
@@ -400,6 +404,25 @@ KERNEL void gelu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL
     const T v = x[gid];
     gelu_gate(v, &s, &ds);
     out[gid] = dy[gid] * (s + ds * v);
+}
+
+/* Exact GELU: x Phi(x), Phi(x) = 0.5 erfc(-x / sqrt 2) (erfc: no cancellation in the lower tail);
+   the derivative is Phi(x) + x phi(x), phi the standard normal density. */
+KERNEL void gelu_erf(const i64 n, GLOBAL T* out, GLOBAL const T* x) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const T v = x[gid];
+    out[gid] = v * (T)0.5 * erfc(-v * (T)0.7071067811865476);
+}
+
+KERNEL void gelu_erf_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy,
+                              GLOBAL const T* x) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    const T v = x[gid];
+    const T cdf = (T)0.5 * erfc(-v * (T)0.7071067811865476);
+    const T pdf = EXP((T)(-0.5) * v * v) * (T)0.3989422804014327;
+    out[gid] = dy[gid] * (cdf + v * pdf);
 }
 
 /* Layer normalisation of each row of a (rows, d) matrix: mean, biased variance about it (two

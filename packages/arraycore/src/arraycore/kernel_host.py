@@ -346,8 +346,9 @@ class KernelHost(ABC):
         x = arrays["x"]
         if x.dtype.name not in DTYPES:
             return None
+        kernel = op if approximate == "tanh" else op.replace("gelu", "gelu_erf", 1)
         out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
-        return self._launch_into(out, op, *(self._dense_arg(a) for a in arrays.values()))
+        return self._launch_into(out, kernel, *(self._dense_arg(a) for a in arrays.values()))
 
     def shared_gelu(self, x: Any, *, approximate: str = "tanh") -> Any:
         out = self._gelu("gelu", approximate, x=x)

@@ -218,7 +218,7 @@ def test_attention_scores_are_pytorchs_per_head_weights(xp) -> None:
     assert scores.shape == (n, heads, t, t)
 
 
-ENCODERS = [("relu", False), ("gelu", True), ("gelu", False)]
+ENCODERS = [("relu", False), ("gelu", True), ("gelu_exact", False)]
 
 
 @pytest.mark.parametrize(("activation", "norm_first"), ENCODERS)
@@ -235,12 +235,12 @@ def test_encoder_layer_equals_pytorch(activation, norm_first, dtype) -> None:
         return layer, layer(phs["x"], **ours_kw)
 
     layer, value, named, weights = _run(build, {"x": x}, dtype)
-    # nnlayers' "gelu" is the tanh approximation (PyTorch's approximate="tanh")
-    act = (
-        "relu"
-        if activation == "relu"
-        else (lambda t: torch.nn.functional.gelu(t, approximate="tanh"))
-    )
+    # nnlayers' "gelu" is the tanh approximation, "gelu_exact" PyTorch's default "gelu"
+    act = {
+        "relu": "relu",
+        "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+        "gelu_exact": "gelu",
+    }[activation]
     theirs = torch.nn.TransformerEncoderLayer(
         d,
         heads,

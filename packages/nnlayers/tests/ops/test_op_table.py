@@ -6,6 +6,8 @@ NumPy the same rows run in float32 with looser tolerances (``nnlayers.testing.to
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -42,6 +44,10 @@ def _sigmoid(x):
 
 def _gelu(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x**3)))
+
+
+def _gelu_exact(x):
+    return np.vectorize(lambda v: 0.5 * v * math.erfc(-v / math.sqrt(2.0)))(x)
 
 
 def _hinge(z, t):
@@ -399,6 +405,13 @@ CASES: list[OpCase] = [
         torch=lambda T, x: T.nn.functional.softplus(x),
     ),
     *unary("gelu", ex.gelu, _gelu, torch=lambda T, x: T.nn.functional.gelu(x, approximate="tanh")),
+    *unary(
+        "gelu",
+        lambda x: ex.gelu(x, approximate="none"),
+        _gelu_exact,
+        label="exact",
+        torch=lambda T, x: T.nn.functional.gelu(x),
+    ),
     *unary("sin", ex.sin, np.sin, torch=lambda T, x: T.sin(x)),
     *unary("cos", ex.cos, np.cos, torch=lambda T, x: T.cos(x)),
     OpCase(

@@ -431,23 +431,38 @@ def layer_norm_backward(
 
 
 # -- GELU -----------------------------------------------------------------------------------------
+def _scipy_erfc() -> Any:
+    """SciPy's ``erfc`` where SciPy is installed (one vectorised pass), else None (arraycore's
+    reference evaluates it from NumPy's functions, about a hundred passes)."""
+    try:
+        from scipy.special import erfc  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return None
+    return erfc
+
+
+_ONEDNN_GELU = {"tanh": "gelu_tanh", "none": "gelu_erf"}
+
+
 def gelu(x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
     """:func:`arraycore._nn.gelu`: oneDNN's vectorised, multi-threaded kernel for contiguous
-    float32 (one pass instead of eight), else the reference on NumPy."""
+    float32 (one pass instead of eight), else the reference on NumPy (with SciPy's erfc for the
+    exact form where SciPy is installed)."""
     _nn.check_gelu("gelu", np.isdtype, approximate, x=x)
-    plan = _onednn.eltwise_plan("gelu_tanh", x)
+    plan = _onednn.eltwise_plan(_ONEDNN_GELU[approximate], x)
     if plan is not None:
         return plan.forward(x)
-    return np.asarray(_nn.gelu(np, x, approximate=approximate))
+    return np.asarray(_nn.gelu(np, x, approximate=approximate, erfc_fn=_scipy_erfc()))
 
 
 def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
     """:func:`arraycore._nn.gelu_backward`, by oneDNN where :func:`gelu` would be."""
     _nn.check_gelu("gelu_backward", np.isdtype, approximate, dy=dy, x=x)
-    plan = _onednn.eltwise_plan("gelu_tanh", dy, x)
+    plan = _onednn.eltwise_plan(_ONEDNN_GELU[approximate], dy, x)
     if plan is not None:
         return plan.backward(dy, x)
-    return np.asarray(_nn.gelu_backward(np, dy, x, approximate=approximate))
+    erfc_fn = _scipy_erfc()
+    return np.asarray(_nn.gelu_backward(np, dy, x, approximate=approximate, erfc_fn=erfc_fn))
 
 
 # -- pooling ----------------------------------------------------------------------------------------

@@ -658,7 +658,7 @@ def max_pool_plan(win: Any, *dtypes: np.dtype) -> MaxPoolPlan | None:
 # -- element-wise ---------------------------------------------------------------------------------
 #: oneDNN's element-wise algorithms arraycore uses, by arraycore's name (``dnnl_alg_kind_t`` of
 #: oneDNN 3.x, counted from ``dnnl_eltwise_relu = 0x20``; 2.x numbered them differently).
-ELTWISE = {"gelu_tanh": 0x2B}
+ELTWISE = {"gelu_tanh": 0x2B, "gelu_erf": 0x31}
 
 
 class EltwisePlan(_Plan):

@@ -241,12 +241,19 @@ def one_hot(indices: np.ndarray, num_classes: int) -> np.ndarray:
     return out
 
 
-def gelu(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """GELU's tanh approximation and its derivative, element by element in float64, written from
-    the definition ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``: ``(y, dy/dx)``."""
+def gelu(x: np.ndarray, approximate: str = "tanh") -> tuple[np.ndarray, np.ndarray]:
+    """GELU and its derivative, element by element in float64, written from the definitions:
+    the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, or exactly
+    (``approximate="none"``) ``x Phi(x)`` with ``Phi(x) = 0.5 erfc(-x / sqrt 2)`` from
+    ``math.erfc``: ``(y, dy/dx)``."""
     k, c = math.sqrt(2.0 / math.pi), 0.044715
     y, slope = np.empty(x.shape), np.empty(x.shape)
     for pos, v in np.ndenumerate(x.astype(np.float64)):
+        if approximate == "none":
+            cdf = 0.5 * math.erfc(-v / math.sqrt(2.0))
+            y[pos] = v * cdf
+            slope[pos] = cdf + v * math.exp(-0.5 * v * v) / math.sqrt(2.0 * math.pi)
+            continue
         t = math.tanh(k * (v + c * v**3))
         y[pos] = 0.5 * v * (1.0 + t)
         slope[pos] = 0.5 * (1.0 + t) + 0.5 * v * (1.0 - t * t) * k * (1.0 + 3.0 * c * v * v)

@@ -29,6 +29,7 @@ ACTIVATIONS: dict[str, Activation] = {
     "leaky_relu": _activation.leaky_relu,
     "elu": _activation.elu,
     "gelu": _activation.gelu,
+    "gelu_exact": _activation.gelu_exact,
     "softplus": _activation.softplus,
     "softmax": _softmax.softmax,
     "log_softmax": _softmax.log_softmax,

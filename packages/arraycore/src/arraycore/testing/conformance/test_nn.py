@@ -447,23 +447,29 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
 # -- GELU ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize("shape", [(257,), (3, 4, 5), (2, 0, 3), ()])
-def test_gelu_matches_reference(xp: Any, dtype_name: str, shape: tuple[int, ...]) -> None:
-    """``gelu`` and ``gelu_backward`` (tanh approximation) match the float64 definition on values
-    from -12 to 12 (both tails, where the gate saturates to 0 and 1), any shape including empty
-    and 0-d; non-contiguous input gives the same values."""
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu_matches_reference(
+    xp: Any, dtype_name: str, shape: tuple[int, ...], approximate: str
+) -> None:
+    """``gelu`` and ``gelu_backward`` (the tanh approximation, the default, and the exact form
+    with erf) match the float64 definitions on values from -12 to 12 (both tails, where the gate
+    saturates to 0 and 1), any shape including empty and 0-d; non-contiguous input gives the
+    same values."""
     dtype = _dtype(xp, dtype_name)
     x_np = np.linspace(-12.0, 12.0, math.prod(shape)).reshape(shape).astype(dtype)
     dy_np = _random(26, shape, dtype)
-    want_y, want_slope = ref.gelu(x_np)
-    y = xp.nn.gelu(xp.asarray(x_np))
+    want_y, want_slope = ref.gelu(x_np, approximate)
+    mode = {} if approximate == "tanh" else {"approximate": approximate}
+    y = xp.nn.gelu(xp.asarray(x_np), **mode)
     assert y.dtype == dtype and tuple(y.shape) == shape
     assert_close(y, want_y.astype(dtype), scale=10)
-    dx = xp.nn.gelu_backward(xp.asarray(dy_np), xp.asarray(x_np))
+    dx = xp.nn.gelu_backward(xp.asarray(dy_np), xp.asarray(x_np), **mode)
     assert dx.dtype == dtype and tuple(dx.shape) == shape
     assert_close(dx, (dy_np * want_slope).astype(dtype), scale=10)
     if len(shape) == 3 and 0 not in shape:
         view = xp.permute_dims(xp.asarray(x_np), (2, 0, 1))
-        assert_close(xp.nn.gelu(view), want_y.transpose(2, 0, 1).astype(dtype), scale=10)
+        got = xp.nn.gelu(view, **mode)
+        assert_close(got, want_y.transpose(2, 0, 1).astype(dtype), scale=10)
 
 
 # -- batch normalisation -----------------------------------------------------------------------------

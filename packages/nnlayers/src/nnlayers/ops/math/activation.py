@@ -189,10 +189,11 @@ class Softplus(Unary):
 
 
 class Gelu(Unary):
-    """GELU, tanh approximation: ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, the
-    backend's ``xp.nn.gelu`` and ``xp.nn.gelu_backward`` (one vectorised pass each on the NumPy
-    backend with oneDNN; the namespace's element-wise functions elsewhere). Backward needs only
-    ``x``: nothing else is kept between the passes."""
+    """GELU: the tanh approximation ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``
+    (``approximate="tanh"``, the default) or exact, ``x Phi(x)`` with the normal distribution
+    (``"none"``, PyTorch's default), the backend's ``xp.nn.gelu`` and ``xp.nn.gelu_backward``
+    (one vectorised pass each on the NumPy backend with oneDNN, one kernel each on the device
+    backends). Backward needs only ``x``: nothing else is kept between the passes."""
 
     fresh_grads = True
 
@@ -200,13 +201,20 @@ class Gelu(Unary):
     keep_inputs = (0,)
     fresh_output = True
 
+    def __init__(self, approximate: str = "tanh") -> None:
+        if approximate not in ("tanh", "none"):
+            raise ValueError(
+                f"gelu: approximate must be 'tanh' or 'none' (exact), got {approximate!r}"
+            )
+        self.approximate = approximate
+
     def forward(self, xp: ArrayNamespace, x: Any) -> Any:
-        return xp.nn.gelu(x)
+        return xp.nn.gelu(x, approximate=self.approximate)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        return (xp.nn.gelu_backward(dy, inputs[0]),)
+        return (xp.nn.gelu_backward(dy, inputs[0], approximate=self.approximate),)
 
 
 def tanh(x: Any) -> Expr:
@@ -244,6 +252,13 @@ def softplus(x: Any) -> Expr:
     return Softplus()(x)
 
 
-def gelu(x: Any) -> Expr:
-    """GELU, tanh approximation: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``."""
-    return Gelu()(x)
+def gelu(x: Any, approximate: str = "tanh") -> Expr:
+    """GELU: the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` by
+    default (as JAX's ``gelu``), or exactly ``x Phi(x)`` with ``approximate="none"`` (PyTorch's
+    and Keras's default; the activation name ``"gelu_exact"``)."""
+    return Gelu(approximate)(x)
+
+
+def gelu_exact(x: Any) -> Expr:
+    """Exact GELU, ``x Phi(x)``: ``gelu(x, approximate="none")``."""
+    return Gelu("none")(x)
