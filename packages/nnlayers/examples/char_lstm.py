@@ -39,11 +39,41 @@ def load_text(name: str) -> str:
     return inspect.getsource(importlib.import_module(name))
 
 
+def encode(text: str) -> tuple[list[str], dict[str, int], np.ndarray]:
+    """The text's characters sorted (the vocabulary), each one's id, and the text as ids."""
+    vocabulary = sorted(set(text))
+    index = {ch: i for i, ch in enumerate(vocabulary)}
+    return vocabulary, index, np.array([index[ch] for ch in text], dtype=np.int64)
+
+
 def windows(codes: np.ndarray, length: int) -> tuple[np.ndarray, np.ndarray]:
     """Every window of ``length`` characters and, shifted by one, the characters to predict."""
     starts = np.arange(len(codes) - length)
     index = starts[:, None] + np.arange(length)
     return codes[index], codes[index + 1]
+
+
+def fit_char_model(
+    network: Any, inputs: np.ndarray, targets: np.ndarray, args: Any, batch_size: int, lr: float
+) -> tuple[Any, Any, float]:
+    """Train ``network`` (ids (N, T) -> logits (N, T, vocabulary)) to predict every next
+    character: ``(model, history, bits per character)``."""
+    model = nnlayers.Classifier(
+        network,
+        (inputs.shape[1],),
+        input_dtype="int64",
+        target_shape=(inputs.shape[1],),
+        seed=args.seed,
+    )
+    feed = nnlayers.Feed(inputs, targets, batch_size=batch_size, seed=args.seed)
+    history = nnlayers.fit(
+        model,
+        feed,
+        epochs=args.epochs,
+        optimizer=Adam(lr, clip_norm=1.0),
+        progress=not args.quiet,
+    )
+    return model, history, history.last["loss"] / math.log(2.0)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -55,9 +85,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--generate", type=int, default=160, help="characters to generate")
     args = p.parse_args(argv)
     text = load_text(args.text)
-    vocabulary = sorted(set(text))
-    index = {ch: i for i, ch in enumerate(vocabulary)}
-    codes = np.array([index[ch] for ch in text], dtype=np.int64)
+    vocabulary, index, codes = encode(text)
     inputs, targets = windows(codes, args.length)
     print(f"text: {args.text!r}, {len(text):,} characters, {len(vocabulary)} distinct")
 
@@ -66,23 +94,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         embed = Embedding(len(vocabulary), 32)
         lstm = LSTM(args.units, return_sequences=True)
         head = Affine(len(vocabulary))
-        model = nnlayers.Classifier(
-            Sequential([embed, lstm, head]),
-            (args.length,),
-            input_dtype="int64",
-            target_shape=(args.length,),
-            seed=args.seed,
-        )
-        feed = nnlayers.Feed(inputs, targets, batch_size=64, seed=args.seed)
-        history = nnlayers.fit(
-            model,
-            feed,
-            epochs=args.epochs,
-            optimizer=Adam(3e-3, clip_norm=1.0),
-            progress=not args.quiet,
-        )
-        loss = history.last["loss"]
-        bits = loss / math.log(2.0)
+        network = Sequential([embed, lstm, head])
+        _, history, bits = fit_char_model(network, inputs, targets, args, 64, 3e-3)
         print(
             f"after {args.epochs} epochs on {xp.name}: {bits:.3f} bits per character "
             f"(uniform: {math.log2(len(vocabulary)):.2f}), next-character accuracy "

@@ -31,11 +31,10 @@ from nnlayers.layers import (
     PositionalEmbedding,
     TransformerEncoderLayer,
 )
-from nnlayers.optim import Adam
 
 sys.path.insert(0, __file__.rpartition("/")[0] or ".")
 from _common import backend, parser
-from char_lstm import load_text, windows
+from char_lstm import encode, fit_char_model, load_text, windows
 
 
 class CharGPT(Layer):
@@ -105,9 +104,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--generate", type=int, default=200, help="characters to generate")
     args = p.parse_args(argv)
     text = load_text(args.text)
-    vocabulary = sorted(set(text))
-    index = {ch: i for i, ch in enumerate(vocabulary)}
-    codes = np.array([index[ch] for ch in text], dtype=np.int64)
+    vocabulary, index, codes = encode(text)
     inputs, targets = windows(codes, args.length)
     inputs, targets = inputs[:: args.stride], targets[:: args.stride]
     entropy = unigram_bits(codes)
@@ -127,22 +124,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             args.dropout,
             seed=args.seed,
         )
-        model = nnlayers.Classifier(
-            net,
-            (args.length,),
-            input_dtype="int64",
-            target_shape=(args.length,),
-            seed=args.seed,
-        )
-        feed = nnlayers.Feed(inputs, targets, batch_size=32, seed=args.seed)
-        history = nnlayers.fit(
-            model,
-            feed,
-            epochs=args.epochs,
-            optimizer=Adam(1e-3, clip_norm=1.0),
-            progress=not args.quiet,
-        )
-        bits = history.last["loss"] / math.log(2.0)
+        _, history, bits = fit_char_model(net, inputs, targets, args, 32, 1e-3)
         print(
             f"after {args.epochs} epochs on {xp.name}: {bits:.3f} bits per character (unigram "
             f"entropy {entropy:.2f}, uniform {math.log2(len(vocabulary)):.2f}), next-character "

@@ -85,3 +85,12 @@ def gradcheck(tol: Tolerances) -> Callable[..., nnlayers.Graph]:
         return check_layer(layer, inputs, tol, **options)
 
     return check
+
+
+@pytest.fixture(params=["float64", "float32"])
+def dtype(request, xp) -> np.dtype:
+    """float64 then float32, for the PyTorch oracle tests of layers (skipped, with the reason,
+    on a device without the dtype)."""
+    if request.param not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"the {xp.name} device has no {request.param}")
+    return np.dtype(request.param)

@@ -22,13 +22,6 @@ from nnlayers.layers.positional import sinusoidal_table
 from nnlayers.testing.oracle import ORACLE_TOLERANCES
 
 
-@pytest.fixture(params=["float64", "float32"])
-def dtype(request, xp) -> np.dtype:
-    if request.param not in xp.__array_namespace_info__().dtypes():
-        pytest.skip(f"the {xp.name} device has no {request.param}")
-    return np.dtype(request.param)
-
-
 def _run(build, inputs: dict[str, np.ndarray], dtype: np.dtype, training: bool = True):
     """Our output and the gradients of ``sum(out * R)`` for every floating input and parameter
     (by name), float64 on the host."""

@@ -20,13 +20,6 @@ from nnlayers.layers import (
 from nnlayers.testing.oracle import ORACLE_TOLERANCES
 
 
-@pytest.fixture(params=["float64", "float32"])
-def dtype(request, xp) -> np.dtype:
-    if request.param not in xp.__array_namespace_info__().dtypes():
-        pytest.skip(f"the {xp.name} device has no {request.param}")
-    return np.dtype(request.param)
-
-
 def _ours(layer, x: np.ndarray, dtype, training: bool = True):
     """Output and the gradients of ``sum(out * R)`` for ``x`` and each parameter (by name)."""
     ph = ex.placeholder(x.shape, dtype, name="x")

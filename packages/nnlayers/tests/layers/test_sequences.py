@@ -191,7 +191,7 @@ def test_errors() -> None:
     x = ex.placeholder((4, 5, 3), name="x")
     with pytest.raises(TypeError, match="lengths must be integers of shape"):
         LSTM(4, name="enc")(x, lengths=np.array([1.0, 2.0, 3.0, 4.0]))
-    with pytest.raises(ValueError, match="3 lengths for a batch of 4 sequences"):
+    with pytest.raises(ValueError, match="3 lengths for 4 sequences"):
         GRU(4)(x, lengths=np.array([1, 2, 3]))
     used = LSTM(4)
     used(x)

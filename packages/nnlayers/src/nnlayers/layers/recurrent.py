@@ -22,7 +22,7 @@ from ..expr.spec import Spec, format_shape
 from ..ops.array.join import stack
 from ..ops.array.shape import expand_dims
 from ..ops.math.comparison import where
-from ..ops.nn.sequence import reverse_sequence, sequence_mask
+from ..ops.nn.sequence import check_lengths, reverse_sequence, sequence_mask
 from .base import Layer, float_dtype, known, require_ndim
 
 
@@ -146,16 +146,7 @@ class Recurrent(Layer):
     def _lengths(self, x: Expr, lengths: Any) -> Expr:
         """``lengths`` as an expression, checked against the batch ``x``."""
         ids = lengths if isinstance(lengths, Expr) else as_expr(np.asarray(lengths))
-        if ids.dtype.kind not in "iu" or ids.ndim != 1:
-            raise TypeError(
-                f"{type(self).__name__} {self.name!r}: lengths must be integers of shape (N,), "
-                f"got {ids.dtype.name} of shape {format_shape(ids.shape)}"
-            )
-        if None not in (ids.shape[0], x.shape[0]) and ids.shape[0] != x.shape[0]:
-            raise ValueError(
-                f"{type(self).__name__} {self.name!r}: {ids.shape[0]} lengths for a batch of "
-                f"{x.shape[0]} sequences"
-            )
+        check_lengths(f"{type(self).__name__} {self.name!r}", x.spec, ids.spec)
         return ids
 
     def layer(self, x: Expr, state: Any) -> tuple[Expr, Any]:

@@ -30,14 +30,15 @@ class _Block(Layer):
     def __init__(
         self,
         num_heads: int,
-        dim_feedforward: int,
-        dropout: float,
-        activation: str | Activation,
-        layer_norm_eps: float,
-        norm_first: bool,
-        use_bias: bool,
-        name: str | None,
-        seed: int | None,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str | Activation = "relu",
+        *,
+        layer_norm_eps: float = 1e-5,
+        norm_first: bool = False,
+        use_bias: bool = True,
+        name: str | None = None,
+        seed: int | None = None,
     ) -> None:
         super().__init__(name=name, seed=seed)
         what = type(self).__name__
@@ -139,31 +140,6 @@ class TransformerEncoderLayer(_Block):
     (None, 12, 32)
     """
 
-    def __init__(
-        self,
-        num_heads: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Activation = "relu",
-        *,
-        layer_norm_eps: float = 1e-5,
-        norm_first: bool = False,
-        use_bias: bool = True,
-        name: str | None = None,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            num_heads,
-            dim_feedforward,
-            dropout,
-            activation,
-            layer_norm_eps,
-            norm_first,
-            use_bias,
-            name,
-            seed,
-        )
-
     def build(self, spec: Spec) -> None:
         self._make_common(spec, ("self_attn",))
 
@@ -203,31 +179,6 @@ class TransformerDecoderLayer(_Block):
     >>> block(x, memory, causal=True).shape
     (None, 9, 32)
     """
-
-    def __init__(
-        self,
-        num_heads: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str | Activation = "relu",
-        *,
-        layer_norm_eps: float = 1e-5,
-        norm_first: bool = False,
-        use_bias: bool = True,
-        name: str | None = None,
-        seed: int | None = None,
-    ) -> None:
-        super().__init__(
-            num_heads,
-            dim_feedforward,
-            dropout,
-            activation,
-            layer_norm_eps,
-            norm_first,
-            use_bias,
-            name,
-            seed,
-        )
 
     def build(self, spec: Spec) -> None:
         self._make_common(spec, ("self_attn", "cross_attn"))
