@@ -441,3 +441,41 @@ def test_a_transformer_language_model_trains(xp) -> None:
     for _ in range(60):
         last = float(model.train_step(batch)[0])
     assert last < 0.2 * first
+
+
+def test_encoder_stack_equals_pytorch(dtype) -> None:
+    torch = pytest.importorskip("torch", reason="the PyTorch oracle needs torch")
+    from nnlayers.layers import LayerNorm, TransformerEncoder
+
+    n, t, d, heads, ff = 2, 5, 8, 2, 12
+    x = np.random.default_rng(12).normal(size=(n, t, d))
+
+    def build(phs):
+        block = TransformerEncoderLayer(heads, ff, dropout=0.0, norm_first=True, seed=8)
+        stack = TransformerEncoder(block, 2, norm=LayerNorm())
+        return stack, stack(phs["x"], causal=True)
+
+    stack, value, named, weights = _run(build, {"x": x}, dtype)
+    tdt = _torch_dtype(dtype)
+    layer = torch.nn.TransformerEncoderLayer(
+        d, heads, ff, dropout=0.0, batch_first=True, norm_first=True, dtype=tdt
+    )
+    theirs = torch.nn.TransformerEncoder(
+        layer, 2, norm=torch.nn.LayerNorm(d, dtype=tdt), enable_nested_tensor=False
+    )
+    pairs = {}
+    for i in range(2):
+        pairs.update(_copy_block(getattr(stack, f"layers_{i}"), theirs.layers[i]))
+    gamma, beta = stack.norm_layer.params
+    _set(theirs.norm.weight, gamma.numpy())
+    _set(theirs.norm.bias, beta.numpy())
+    pairs[gamma.name], pairs[beta.name] = (theirs.norm.weight, False), (theirs.norm.bias, False)
+    xt = torch.tensor(x, dtype=tdt, requires_grad=True)
+    upper = torch.tensor(np.triu(np.ones((t, t), bool), 1))
+    want = _torch_grads(theirs, {"x": xt}, lambda m, ts: m(ts["x"], mask=upper), weights)
+    _assert_close(value, want, dtype, "output")
+    _assert_close(named["x"], xt.grad.double().numpy(), dtype, "gradient of x")
+    _compare_params(named, pairs, dtype)
+    assert len(stack.params) == 2 * len(stack.layers_0.params) + 2
+    with pytest.raises(ValueError, match="was already applied"):
+        TransformerEncoder(stack.layers_0, 2)

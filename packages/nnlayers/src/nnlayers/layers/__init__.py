@@ -21,6 +21,7 @@ One layer per file: :class:`Affine` (``Linear``), :class:`Conv2D`, :class:`Conv2
 :class:`Pool2D`, :class:`BatchNorm`, :class:`Dropout`, :class:`Embedding`, :class:`RNN`,
 :class:`LSTM`, :class:`GRU`, :class:`LayerNorm`, :class:`Flatten`, :class:`Sequential`,
 :class:`MultiHeadAttention`, :class:`TransformerEncoderLayer`, :class:`TransformerDecoderLayer`,
+:class:`TransformerEncoder`, :class:`TransformerDecoder`,
 :class:`PositionalEmbedding`, :class:`SinusoidalPositionalEncoding`, :class:`ResidualBlock`,
 :class:`GroupNorm`, :class:`GlobalPool2D` (``GlobalAvgPool2D``, ``GlobalMaxPool2D``),
 :class:`Bidirectional`.
@@ -46,13 +47,18 @@ from .recurrent import Recurrent
 from .residual import ResidualBlock
 from .rnn import RNN
 from .sequential import Sequential
-from .transformer import TransformerDecoderLayer, TransformerEncoderLayer
+from .transformer import (
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     "ACTIVATIONS", "GRU", "LSTM", "RNN", "Affine", "AvgPool2D", "BatchNorm", "Bidirectional", "Conv2D",
     "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool2D",
     "GlobalPool2D", "GroupNorm", "Layer", "LayerNorm", "Linear",
     "MaxPool2D", "MultiHeadAttention", "Pool2D", "PositionalEmbedding", "Recurrent",
-    "ResidualBlock", "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoderLayer",
-    "TransformerEncoderLayer", "get_activation",
+    "ResidualBlock", "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoder",
+    "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "get_activation",
 ]  # fmt: skip

@@ -11,6 +11,7 @@ most models train today, ``x = x + f(norm(x))``. Masks mean what they mean in
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -213,3 +214,85 @@ class TransformerDecoderLayer(_Block):
         x = self._residual(x, "norm1", self_attention)
         x = self._residual(x, "norm2", cross_attention)
         return self._residual(x, "norm3", self._feed_forward)
+
+
+class _Stack(Layer):
+    """``num_layers`` copies of an unapplied layer, applied in turn (each copy its own
+    parameters), then an optional final ``norm``: PyTorch's ``nn.TransformerEncoder`` and
+    ``nn.TransformerDecoder``."""
+
+    def __init__(
+        self, layer: _Block, num_layers: int, *, norm: Layer | None = None, name: str | None = None
+    ) -> None:
+        super().__init__(name=name)
+        what = type(self).__name__
+        if not isinstance(layer, self._kind):
+            raise TypeError(f"{what}: needs a {self._kind.__name__}, got {type(layer).__name__}")
+        if layer.built:
+            raise ValueError(
+                f"{what}: the layer {layer.name!r} was already applied; give a new one (each "
+                "copy needs parameters of its own)"
+            )
+        if int(num_layers) < 1:
+            raise ValueError(f"{what}: num_layers must be positive, got {num_layers}")
+        self.layer = layer
+        self.num_layers = int(num_layers)
+        self.norm = norm
+
+    _kind: type[_Block] = _Block
+
+    def build(self, spec: Spec) -> None:
+        for i in range(self.num_layers):
+            copy_ = copy.deepcopy(self.layer)
+            copy_.name = f"{self.name}/layers.{i}"
+            if self.layer.seed is not None:
+                copy_.seed = self.layer.seed + i
+            self.add_sublayer(f"layers_{i}", copy_)
+        if self.norm is not None:
+            self.norm.name = f"{self.name}/norm"
+            self.add_sublayer("norm_layer", self.norm)
+
+    def _layers(self) -> list[Any]:
+        return [getattr(self, f"layers_{i}") for i in range(self.num_layers)]
+
+    def _finish(self, x: Expr) -> Expr:
+        out: Expr = x if self.norm is None else self.norm(x)
+        return out
+
+    def config(self) -> dict[str, Any]:
+        return {"num_layers": self.num_layers, "name": self.name}
+
+
+class TransformerEncoder(_Stack):
+    """``num_layers`` copies of a :class:`TransformerEncoderLayer` and an optional final
+    ``norm`` (a pre-norm stack ends with one): PyTorch's ``nn.TransformerEncoder(layer,
+    num_layers, norm)``. ``encoder(x, attn_mask=, key_padding_mask=, causal=)`` passes the
+    masks to every layer.
+
+    >>> import nnlayers.expr as ex
+    >>> from nnlayers.layers import LayerNorm, TransformerEncoder, TransformerEncoderLayer
+    >>> layer = TransformerEncoderLayer(4, 64, norm_first=True, seed=0)
+    >>> encoder = TransformerEncoder(layer, 3, norm=LayerNorm())
+    >>> encoder(ex.placeholder((None, 10, 32)), causal=True).shape
+    (None, 10, 32)
+    """
+
+    _kind = TransformerEncoderLayer
+
+    def forward(self, x: Expr, **masks: Any) -> Expr:
+        for layer in self._layers():
+            x = layer(x, **masks)
+        return self._finish(x)
+
+
+class TransformerDecoder(_Stack):
+    """``num_layers`` copies of a :class:`TransformerDecoderLayer` and an optional final
+    ``norm``: PyTorch's ``nn.TransformerDecoder``. ``decoder(x, memory, causal=True, ...)``
+    passes ``memory`` and the masks to every layer."""
+
+    _kind = TransformerDecoderLayer
+
+    def forward(self, x: Expr, memory: Any, **masks: Any) -> Expr:
+        for layer in self._layers():
+            x = layer(x, memory, **masks)
+        return self._finish(x)
