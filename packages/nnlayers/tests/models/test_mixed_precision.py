@@ -135,3 +135,19 @@ def test_autocast_leaves_float32_graphs_of_other_kinds_alone() -> None:
     y = ex.sum(ex.exp(x) * 2.0)
     (same,) = autocast([y], "float16")
     assert same is y  # nothing to run in half precision: the very same nodes
+
+
+def test_a_checkpoint_resumes_the_loss_scale(half, tmp_path) -> None:
+    policy = Policy(initial_scale=2.0**40, growth_interval=5)
+    model, _ = _mlp_model(policy)
+    x, y = _batch()
+    for _ in range(4):
+        model.train_step((x, y))
+    state = (model.loss_scaler.scale, model.loss_scaler.good_steps, model.loss_scaler.skipped)
+    assert state[2] > 0
+    path = model.save(tmp_path / "mixed.safetensors")
+    fresh, _ = _mlp_model(policy)
+    assert fresh.loss_scaler.scale == 2.0**40
+    fresh.restore(path)
+    got = (fresh.loss_scaler.scale, fresh.loss_scaler.good_steps, fresh.loss_scaler.skipped)
+    assert got == state

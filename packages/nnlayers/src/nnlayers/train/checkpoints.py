@@ -65,6 +65,11 @@ def save(model: Any, path: str | Path) -> Path:
     history = getattr(model, "history", None)
     if isinstance(history, History):
         metadata["history"] = history.to_json()
+    scaler = getattr(model, "loss_scaler", None)
+    if scaler is not None:  # mixed precision: the loss scale resumes where it was
+        metadata["loss_scale"] = float(scaler.scale)
+        metadata["loss_scale.good_steps"] = int(scaler.good_steps)
+        metadata["loss_scale.skipped"] = int(scaler.skipped)
     return save_checkpoint(path, tensors, metadata)
 
 
@@ -103,13 +108,37 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
                 f"checkpoint {path}: bad epoch {epoch!r} in its metadata (an int >= 0)"
             )
         history = _history(metadata.get("history"), path)
+        scale = _loss_scale(model, metadata, path)
     restore_into(targets, weights, path)
     if not weights_only:
         for name, state in states.items():
             _load(model.optimizers()[name], state, name, path)
         model.epoch = epoch
         model.history = history
+        if scale is not None:
+            model.loss_scaler.scale, model.loss_scaler.good_steps = scale[0], scale[1]
+            model.loss_scaler.skipped = scale[2]
     return model
+
+
+def _loss_scale(model: Any, metadata: dict[str, Any], path: Any) -> tuple[float, int, int] | None:
+    """The saved loss scale, good-step and skipped-step counts for a model with a loss scaler
+    (``None`` without one, or for a checkpoint saved without mixed precision)."""
+    if getattr(model, "loss_scaler", None) is None or "loss_scale" not in metadata:
+        return None
+    scale = metadata["loss_scale"]
+    counts = [metadata.get("loss_scale.good_steps", 0), metadata.get("loss_scale.skipped", 0)]
+    if (
+        isinstance(scale, bool)
+        or not isinstance(scale, int | float)
+        or not 0 < scale < float("inf")
+        or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts)
+    ):
+        raise CheckpointError(
+            f"checkpoint {path}: bad loss scale {scale!r} or counts {counts!r} in its metadata "
+            "(a positive finite number and ints >= 0)"
+        )
+    return float(scale), counts[0], counts[1]
 
 
 def _check_weights(targets: dict[str, Any], weights: dict[str, Any], path: Any) -> None:
