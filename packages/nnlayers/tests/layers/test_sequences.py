@@ -9,7 +9,7 @@ import pytest
 
 import nnlayers
 import nnlayers.expr as ex
-from nnlayers.layers import GRU, LSTM, RNN, Bidirectional
+from nnlayers.layers import GRU, LSTM, RNN, Bidirectional, RNNStack
 from nnlayers.testing.oracle import ORACLE_TOLERANCES
 
 LENGTHS = np.array([5, 2, 4, 1])
@@ -85,26 +85,26 @@ def test_an_lstm_without_return_state_keeps_no_state_for_a_padded_batch() -> Non
     assert gru.state is not None
 
 
-def _copy_direction(ours, module, suffix: str, kind: str) -> dict:
-    """Our recurrent layer's weights into PyTorch's ``*_l0{suffix}``; name -> (tensor, how)."""
+def _copy_direction(ours, module, suffix: str, kind: str, index: int = 0) -> dict:
+    """Our recurrent layer's weights into PyTorch's ``*_l{index}{suffix}``; name -> (tensor,
+    how)."""
+    suffix = f"{index}{suffix}"
     import torch
 
     p = {q.name.rsplit("/", 1)[1]: q for q in ours.params}
     with torch.no_grad():
-        getattr(module, f"weight_ih_l0{suffix}").copy_(torch.tensor(p["weight"].numpy().T))
-        getattr(module, f"weight_hh_l0{suffix}").copy_(
-            torch.tensor(p["recurrent_weight"].numpy().T)
-        )
-        getattr(module, f"bias_ih_l0{suffix}").copy_(torch.tensor(p["bias"].numpy()))
+        getattr(module, f"weight_ih_l{suffix}").copy_(torch.tensor(p["weight"].numpy().T))
+        getattr(module, f"weight_hh_l{suffix}").copy_(torch.tensor(p["recurrent_weight"].numpy().T))
+        getattr(module, f"bias_ih_l{suffix}").copy_(torch.tensor(p["bias"].numpy()))
         hh = p["recurrent_bias"].numpy() if kind == "gru" else np.zeros_like(p["bias"].numpy())
-        getattr(module, f"bias_hh_l0{suffix}").copy_(torch.tensor(hh))
+        getattr(module, f"bias_hh_l{suffix}").copy_(torch.tensor(hh))
     pairs = {
-        p["weight"].name: (f"weight_ih_l0{suffix}", True),
-        p["recurrent_weight"].name: (f"weight_hh_l0{suffix}", True),
-        p["bias"].name: (f"bias_ih_l0{suffix}", False),
+        p["weight"].name: (f"weight_ih_l{suffix}", True),
+        p["recurrent_weight"].name: (f"weight_hh_l{suffix}", True),
+        p["bias"].name: (f"bias_ih_l{suffix}", False),
     }
     if kind == "gru":
-        pairs[p["recurrent_bias"].name] = (f"bias_hh_l0{suffix}", False)
+        pairs[p["recurrent_bias"].name] = (f"bias_hh_l{suffix}", False)
     return pairs
 
 
@@ -151,6 +151,46 @@ def test_packed_bidirectional_layers_equal_pytorch(kind, dtype, xp) -> None:
         tensor_name, transpose = pairs[p.name]
         g = named[tensor_name].grad.double().numpy()
         close(_host(graph, p.grad), g.T if transpose else g, f"gradient of {p.name}")
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_a_stack_equals_pytorchs_multi_layer_bidirectional_layer(kind, xp) -> None:
+    torch = pytest.importorskip("torch", reason="the PyTorch oracle needs torch")
+    x = _padded(5)
+    stack = RNNStack.of(kind, 4, num_layers=2, dropout=0.3, bidirectional=True, seed=3)
+    ph = ex.placeholder(x.shape, "float64", name="x")
+    out = stack(ph, lengths=LENGTHS)
+    weights = np.random.default_rng(6).uniform(0.5, 1.5, out.shape)
+    loss = ex.sum(out * ex.constant(weights, dtype="float64"))
+    graph = nnlayers.compile([loss, out], wrt=[ph, *stack.params], training=False)
+    value = _host(graph, graph.forward({ph: x}, keep_for_backward=True)[1])  # eval: no dropout
+    grads = graph.backward()
+    module = (torch.nn.LSTM if kind == "lstm" else torch.nn.GRU)(
+        3, 4, num_layers=2, dropout=0.3, batch_first=True, bidirectional=True
+    ).double()
+    module.eval()
+    pairs = {}
+    for i in range(2):
+        bi = getattr(stack, f"layer_{i}")
+        pairs.update(_copy_direction(bi.forward_layer, module, "", kind, i))
+        pairs.update(_copy_direction(bi.backward_layer, module, "_reverse", kind, i))
+    xt = torch.tensor(x, requires_grad=True)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(
+        xt, torch.tensor(LENGTHS), batch_first=True, enforce_sorted=False
+    )
+    want, _ = torch.nn.utils.rnn.pad_packed_sequence(module(packed)[0], True)
+    (want * torch.tensor(weights)).sum().backward()
+    np.testing.assert_allclose(value, want.detach().numpy(), rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(_host(graph, grads[ph]), xt.grad.numpy(), rtol=1e-9, atol=1e-11)
+    named = dict(module.named_parameters())
+    for p in stack.params:
+        tensor_name, transpose = pairs[p.name]
+        g = named[tensor_name].grad.numpy()
+        np.testing.assert_allclose(
+            _host(graph, p.grad), g.T if transpose else g, rtol=1e-9, atol=1e-11
+        )
+    with pytest.raises(ValueError, match="must have return_sequences=True"):
+        RNNStack([LSTM(4), LSTM(4)])
 
 
 def test_gradients_with_lengths_match_central_differences(gradcheck) -> None:
@@ -203,3 +243,18 @@ def test_errors() -> None:
         Bidirectional(nnlayers.layers.Affine(4))  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="differ in return_sequences"):
         Bidirectional(LSTM(4), backward_layer=LSTM(4, return_sequences=True))
+
+
+def test_a_stack_drops_between_layers_only_while_training() -> None:
+    x = _padded(7)
+    stack = RNNStack.of("gru", 4, num_layers=2, dropout=0.5, return_sequences=False, seed=1)
+    ph = ex.placeholder(x.shape, "float64", name="x")
+    out = stack(ph, lengths=LENGTHS)
+    assert out.shape == (4, 4)  # the last layer's last real output
+    graph = nnlayers.compile(out, wrt=[], seed=2)
+    train = [_host(graph, graph.forward({ph: x})) for _ in range(2)]
+    graph.eval()
+    evals = [_host(graph, graph.forward({ph: x})) for _ in range(2)]
+    assert not np.allclose(train[0], train[1])  # a new mask each step
+    np.testing.assert_array_equal(evals[0], evals[1])
+    assert not np.allclose(train[0], evals[0])

@@ -24,7 +24,7 @@ One layer per file: :class:`Affine` (``Linear``), :class:`Conv2D`, :class:`Conv2
 :class:`TransformerEncoder`, :class:`TransformerDecoder`,
 :class:`PositionalEmbedding`, :class:`SinusoidalPositionalEncoding`, :class:`ResidualBlock`,
 :class:`GroupNorm`, :class:`GlobalPool2D` (``GlobalAvgPool2D``, ``GlobalMaxPool2D``),
-:class:`Bidirectional`.
+:class:`Bidirectional`, :class:`RNNStack`.
 """
 
 from .affine import Affine, Linear
@@ -46,6 +46,7 @@ from .positional import PositionalEmbedding, SinusoidalPositionalEncoding
 from .recurrent import Recurrent
 from .residual import ResidualBlock
 from .rnn import RNN
+from .rnn_stack import RNNStack
 from .sequential import Sequential
 from .transformer import (
     TransformerDecoder,
@@ -59,6 +60,6 @@ __all__ = [
     "Conv2DTranspose", "Dropout", "Embedding", "Flatten", "GlobalAvgPool2D", "GlobalMaxPool2D",
     "GlobalPool2D", "GroupNorm", "Layer", "LayerNorm", "Linear",
     "MaxPool2D", "MultiHeadAttention", "Pool2D", "PositionalEmbedding", "Recurrent",
-    "ResidualBlock", "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoder",
+    "ResidualBlock", "RNNStack", "Sequential", "SinusoidalPositionalEncoding", "SpatialDropout", "TransformerDecoder",
     "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "get_activation",
 ]  # fmt: skip
