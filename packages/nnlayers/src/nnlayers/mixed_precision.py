@@ -97,14 +97,10 @@ def as_policy(precision: Any) -> Policy | None:
     if precision is None or isinstance(precision, Policy):
         return precision
     if isinstance(precision, str):
-        name = (
-            precision
-            if precision.startswith("mixed_") or precision == "float32"
-            else (f"mixed_{precision}")
-        )
-        if name in POLICIES:
-            compute = POLICIES[name]
-            return None if compute is None else Policy(compute)
+        for name in (precision, f"mixed_{precision}"):
+            if name in POLICIES:
+                compute = POLICIES[name]
+                return None if compute is None else Policy(compute)
     raise ValueError(
         f"precision must be None, 'float32', 'mixed_float16', 'mixed_bfloat16' or a "
         f"nnlayers.mixed_precision.Policy, got {precision!r}"
@@ -154,10 +150,14 @@ class LossScaler:
         self.scale = float(policy.initial_scale if self.dynamic else policy.loss_scale or 1.0)
         self.good_steps = 0
         self.skipped = 0  # steps skipped so far for gradients that were not finite
+        self._seed: tuple[float, Any] | None = None
 
     def seed(self, xp: Any, dtype: Any) -> Any:
-        """``scale`` as a scalar of the loss's dtype on the loss's device."""
-        return xp.asarray(self.scale, dtype=dtype)
+        """``scale`` as a scalar of the loss's dtype on the loss's device (made again only
+        when the scale changes, not every step)."""
+        if self._seed is None or self._seed[0] != self.scale:
+            self._seed = (self.scale, xp.asarray(self.scale, dtype=dtype))
+        return self._seed[1]
 
     def unscale(self, xp: Any, grads: list[Any]) -> bool:
         """Divide ``grads`` by the scale in place; whether all were finite (one host read).

@@ -97,7 +97,6 @@ class MultiHeadAttention(Layer):
         k = q if key is None else as_expr(key, q)
         v = k if value is None else as_expr(value, q)
         if not self.built:
-            self.input_spec = q.spec
             self._specs = (q.spec, k.spec, v.spec)
         return super().__call__(
             q,
@@ -163,12 +162,12 @@ class MultiHeadAttention(Layer):
     def _heads(self, x: Expr) -> Expr:
         """(N, T, units) -> (N, heads, T, units / heads)."""
         t = x.shape[1]
-        shape = (-1, -1 if t is None else t, self.num_heads, self.width // self.num_heads)
         if t is None:
             raise ValueError(
                 f"MultiHeadAttention {self.name!r}: needs the sequence length to be known, got "
                 f"shape {format_shape(x.shape)}"
             )
+        shape = (-1, t, self.num_heads, self.width // self.num_heads)
         return permute_dims(reshape(x, shape), (0, 2, 1, 3))
 
     def _mask(self, q: Expr, key_padding_mask: Any, attn_mask: Any) -> Expr | None:
@@ -213,7 +212,7 @@ class MultiHeadAttention(Layer):
         return_attention_scores: bool = False,
     ) -> Any:
         specs = (query.spec, key.spec, value.spec)
-        if specs != self._specs and not _same_widths(specs, self._specs):
+        if not _same_widths(specs, self._specs):
             raise ValueError(
                 f"MultiHeadAttention {self.name!r}: was built for widths "
                 f"{[s.shape[-1] for s in self._specs]}, got "

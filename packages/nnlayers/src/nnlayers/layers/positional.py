@@ -14,17 +14,14 @@ from typing import Any
 import numpy as np
 
 from ..expr.node import Expr, constant
-from ..expr.spec import Spec, format_shape
+from ..expr.spec import Spec
 from ..ops.array.indexing import getitem
-from .base import Layer, float_dtype, known
+from .base import Layer, float_dtype, known, require_ndim
 
 
 def _length(layer: Layer, x: Expr, max_length: int | None) -> int:
-    if x.ndim != 3:
-        raise ValueError(
-            f"{type(layer).__name__} {layer.name!r}: needs (N, T, d) sequences, got shape "
-            f"{format_shape(x.shape)}"
-        )
+    """The sequence length of ``x (N, T, d)``, which must be known and fit ``max_length``."""
+    require_ndim(layer, x.spec, (3,), "(N, T, d)")
     (t,) = known(layer, x.spec, (1,), "sequence length (axis 1)")
     if max_length is not None and t > max_length:
         raise ValueError(
@@ -60,11 +57,7 @@ class PositionalEmbedding(Layer):
         self.init = init
 
     def build(self, spec: Spec) -> None:
-        if spec.ndim != 3:
-            raise ValueError(
-                f"PositionalEmbedding {self.name!r}: needs (N, T, d) sequences, got shape "
-                f"{format_shape(spec.shape)}"
-            )
+        require_ndim(self, spec, (3,), "(N, T, d)")
         (d,) = known(self, spec, (2,), "last axis (d)")
         self.add_param("weight", (self.max_length, d), self.init, dtype=float_dtype(spec))
 

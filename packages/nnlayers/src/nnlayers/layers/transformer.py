@@ -61,12 +61,9 @@ class _Block(Layer):
         require_ndim(self, spec, (3,), "(N, T, d)")
         (d,) = known(self, spec, (2,), "last axis (d)")
         self.d_model = d
-        n = 0
 
         def next_seed() -> int | None:
-            nonlocal n
-            n += 1
-            return self.child_seed(n)
+            return self.child_seed(len(self._parts) + 1)
 
         for key in attentions:
             self.add_sublayer(

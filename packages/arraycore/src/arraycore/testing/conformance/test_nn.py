@@ -604,14 +604,21 @@ def test_lstm_matches_reference(
     grads = xp.nn.lstm_backward(
         dev(dy), dev(dh_n), dev(dc_n), dev(x), dev(w), dev(u), dev(b), dev(h0), dev(c0), y, saved
     )
-    for name, got, expect in zip(
-        ("dx", "dw", "du", "db", "dh0", "dc0"), grads, want_grads, strict=True
-    ):
+    names = ("dx", "dw", "du", "db", "dh0", "dc0")
+    _check_state_grads(names, grads, want_grads, state, dtype, scale * n)
+
+
+def _check_state_grads(
+    names: tuple[str, ...], grads: Any, want: Any, state: bool, dtype: Any, scale: float
+) -> None:
+    """A recurrent backward's gradients against the reference's: those of the initial state
+    (``dh0``, ``dc0``) are None when no state was given."""
+    for name, got, expect in zip(names, grads, want, strict=True):
         if not state and name in ("dh0", "dc0"):
             assert got is None, name
             continue
         assert got.dtype == dtype, name
-        assert_close(got, expect.astype(dtype), scale=scale * n)
+        assert_close(got, expect.astype(dtype), scale=scale)
 
 
 def test_lstm_errors_name_the_op_and_shapes(xp: Any) -> None:
@@ -653,12 +660,7 @@ def test_gru_sequence_matches_reference(
     scale = steps * hidden
     assert_close(y, want_y.astype(dtype), scale=scale)
     grads = xp.nn.gru_sequence_backward(dev(dy), dev(u), dev(h0), y, saved)
-    for name, got, expect in zip(("dxw", "du", "db", "dh0"), grads, want_grads, strict=True):
-        if not state and name == "dh0":
-            assert got is None, name
-            continue
-        assert got.dtype == dtype, name
-        assert_close(got, expect.astype(dtype), scale=scale * n)
+    _check_state_grads(("dxw", "du", "db", "dh0"), grads, want_grads, state, dtype, scale * n)
 
 
 def test_gru_sequence_errors_name_the_op_and_shapes(xp: Any) -> None:
