@@ -511,6 +511,96 @@ def test_gru_cell_kernels(ocl: OpenCLRunner, dtype: str, state: bool) -> None:
         _close(g + dhz, want[3], dtype, 16 * hidden * steps)
 
 
+def _attention_mask_args(lead: tuple[int, ...], tq: int, tk: int, mask: Any) -> tuple:
+    """The kernels' ``MASK`` arguments as arraycore.kernel_host builds them: the mask (a dummy
+    when absent) and its strides over the scores padded to four leading axes."""
+    scores = (1,) * (4 - len(lead)) + lead + (tq, tk)
+    strides = [0] * 6
+    if mask is None:
+        return (np.int32(0), np.zeros(1, np.uint8), np.zeros(1, np.float32)), scores, strides
+    shape = (1,) * (6 - mask.ndim) + mask.shape
+    step = 1
+    for axis in range(5, -1, -1):
+        strides[axis] = step if shape[axis] > 1 else 0
+        step *= shape[axis]
+    if mask.dtype == np.bool_:
+        return (np.int32(1), mask.astype(np.uint8), np.zeros(1, mask.dtype)), scores, strides
+    return (np.int32(2), np.zeros(1, np.uint8), mask), scores, strides
+
+
+ATTENTION_KERNEL_CASES = [
+    # lead, Tq, Tk, d, dv, mask, causal, dropout
+    ((2, 3), 5, 7, 4, 6, None, False, False),
+    ((2, 3), 5, 7, 4, 6, "padding", True, True),
+    ((3,), 6, 4, 8, 3, "add", False, False),
+    ((2, 1, 2, 2), 3, 3, 2, 2, "bool", True, False),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    ("lead", "tq", "tk", "d", "dv", "mask", "causal", "dropout"), ATTENTION_KERNEL_CASES
+)
+def test_attention_kernels(
+    ocl: OpenCLRunner,
+    dtype: str,
+    lead: tuple[int, ...],
+    tq: int,
+    tk: int,
+    d: int,
+    dv: int,
+    mask: str | None,
+    causal: bool,
+    dropout: bool,
+) -> None:
+    """The fused attention kernels (forward per query row, backward per query row then per key
+    row) against arraycore's reference attention: the output, the rows' log-sum-exp and the
+    three gradients, with a broadcast key padding mask, a full boolean mask, an additive mask
+    over the last two axes, the causal mask and a dropout mask."""
+    _needs(ocl, dtype)
+    q, k, v = (
+        _random(s, (*lead, t, w), dtype) for s, t, w in ((61, tq, d), (62, tk, d), (63, tk, dv))
+    )
+    dy = _random(64, (*lead, tq, dv), dtype)
+    rng = np.random.default_rng(65)
+    m: Any = None
+    if mask == "padding":
+        m = np.ones((lead[0], 1, 1, tk), dtype=bool)
+        m[0, ..., tk - 3 :] = False
+    elif mask == "bool":
+        m = rng.random((*lead, tq, tk)) < 0.7
+        m[..., 0] = True
+    elif mask == "add":
+        m = (rng.standard_normal((tq, tk)) * 2).astype(dtype)
+    drop = ((rng.random((*lead, tq, tk)) < 0.6) / 0.6).astype(dtype) if dropout else None
+    opts = {"causal": causal, "dropout_mask": drop}
+    want_out, want_lse = XP.nn.scaled_dot_product_attention(q, k, v, m, recompute=True, **opts)
+    want = XP.nn.scaled_dot_product_attention_backward(dy, q, k, v, want_out, want_lse, m, **opts)
+    (kind, mb, ma), scores, strides = _attention_mask_args(lead, tq, tk, m)
+    rows, keys = int(np.prod(lead)) * tq, int(np.prod(lead)) * tk
+    scale = np.dtype(dtype).type(1 / np.sqrt(d))
+    masks = (kind, mb, ma, *(np.int64(n) for n in scores[1:4]), *(np.int64(s) for s in strides))
+    masks = (*masks, np.int32(causal))
+    dropping = (np.int32(dropout), drop if dropout else np.zeros(1, dtype), scale)
+    dims = (np.int64(tq), np.int64(tk), np.int64(d), np.int64(dv))
+    out, lse, *_ = ocl.rows(
+        "attn_forward", rows, dtype, np.int64(rows), *dims, np.empty(want_out.shape, dtype),
+        np.empty(want_lse.shape, dtype), q, k, v, *masks, *dropping,
+    )  # fmt: skip
+    _close(out, want_out, dtype, 4 * tk * d)
+    _close(lse, want_lse, dtype, 4 * tk * d)
+    dq, delta, *_ = ocl.rows(
+        "attn_backward_query", rows, dtype, np.int64(rows), *dims, np.empty_like(q),
+        np.empty(rows, dtype), dy, out, q, k, v, lse, *masks, *dropping,
+    )  # fmt: skip
+    dk, dv_, *_ = ocl.rows(
+        "attn_backward_key", keys, dtype, np.int64(keys), *dims, np.empty_like(k),
+        np.empty_like(v), dy, q, k, v, lse, delta, *masks, *dropping,
+    )  # fmt: skip
+    for got, expected in zip((dq, dk, dv_), want, strict=True):
+        _close(got, expected, dtype, 16 * tk * tq * d)
+
+
 def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
@@ -520,4 +610,5 @@ def test_every_kernel_is_exercised() -> None:
     tested |= {"lstm_cell_forward", "lstm_cell_backward"}
     tested |= {"bn_chunk_stats", "bn_merge_stats", "bn_normalize", "bn_chunk_grads"}
     tested |= {"bn_merge_grads", "bn_backward_data", "gru_cell_forward", "gru_cell_backward"}
+    tested |= {"attn_forward", "attn_backward_query", "attn_backward_key"}
     assert tested == set(KERNELS)

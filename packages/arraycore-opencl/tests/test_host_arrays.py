@@ -86,6 +86,12 @@ def _nn_calls(nn: Any, x: Any, w: Any, dy: Any, flat: Any, labels: Any) -> dict[
             dy[0, :, :, :1],
             (dy[0, :, :, :2], dy[0, :, :, :1], dy[0, :, :, :1]),
         ),
+        # attention over (1, 2) heads of 4 steps of width 4: q = k = v = x; dy and out from dy,
+        # any (1, 2, 4) array as the rows' log-sum-exp
+        "scaled_dot_product_attention": lambda: nn.scaled_dot_product_attention(x, x, x),
+        "scaled_dot_product_attention_backward": lambda: nn.scaled_dot_product_attention_backward(
+            dy, x, x, x, dy, dy[..., 0]
+        ),
     }
 
 
@@ -114,6 +120,8 @@ USES = {
     "lstm_backward": {0, 2},
     "gru_sequence": {0},
     "gru_sequence_backward": {0, 2},
+    "scaled_dot_product_attention": {0},
+    "scaled_dot_product_attention_backward": {0, 2},
 }
 
 

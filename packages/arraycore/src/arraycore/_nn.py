@@ -73,6 +73,8 @@ __all__ = [
     "max_pool2d",
     "max_pool2d_backward",
     "one_hot",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "softmax",
     "softmax_cross_entropy",
 ]
@@ -665,3 +667,11 @@ from . import _nn_gru  # noqa: E402
 
 gru_sequence = _nn_gru.gru_sequence
 gru_sequence_backward = _nn_gru.gru_sequence_backward
+
+# -- scaled dot-product attention: in _nn_attention (re-exported here) ----------------------------
+from . import _nn_attention  # noqa: E402
+
+scaled_dot_product_attention = _nn_attention.scaled_dot_product_attention
+scaled_dot_product_attention_backward = _nn_attention.scaled_dot_product_attention_backward
+check_attention = _nn_attention.check_attention
+check_attention_backward = _nn_attention.check_attention_backward

@@ -246,6 +246,53 @@ class NNNamespace(_SubNamespace):
         (``None``: zero); ``dh0``/``dc0`` are ``None`` where ``h0``/``c0`` were."""
         return _nn.lstm_backward(self._xp, dy, dh_n, dc_n, x, w, u, b, h0, c0, y, saved)
 
+    def scaled_dot_product_attention(
+        self,
+        q: Array,
+        k: Array,
+        v: Array,
+        mask: Array | None = None,
+        *,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout_mask: Array | None = None,
+        recompute: bool | None = None,
+    ) -> tuple[Array, Array]:
+        """PyTorch's ``scaled_dot_product_attention``: ``(out, saved)`` with ``out =
+        softmax(q @ k^T * scale + mask) @ v`` for ``q (..., Tq, d)``, ``k (..., Tk, d)``, ``v
+        (..., Tk, dv)`` sharing their leading axes (``scale``: ``1/sqrt(d)`` by default; a
+        boolean ``mask`` keeps where true, a floating one is added; ``causal``: query ``i`` sees
+        keys ``j <= i``; ``dropout_mask``: the scores' shape, multiplies the probabilities).
+        ``saved`` is the rows' log-sum-exp ``(..., Tq)`` or, where the backend keeps them (the
+        reference, for small scores unless ``recompute``), the probabilities ``(..., Tq, Tk)``;
+        pass it to :meth:`scaled_dot_product_attention_backward`."""
+        return _nn.scaled_dot_product_attention(
+            self._xp, q, k, v, mask, scale=scale, causal=causal, dropout_mask=dropout_mask,
+            recompute=recompute,
+        )  # fmt: skip
+
+    def scaled_dot_product_attention_backward(
+        self,
+        dy: Array,
+        q: Array,
+        k: Array,
+        v: Array,
+        out: Array,
+        saved: Array,
+        mask: Array | None = None,
+        *,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout_mask: Array | None = None,
+    ) -> tuple[Array, Array, Array]:
+        """``(dq, dk, dv)`` of :meth:`scaled_dot_product_attention` from ``dy``, the gradient of
+        its ``out``, given the ``saved`` it returned and the same mask, scale, causal flag and
+        dropout mask."""
+        return _nn.scaled_dot_product_attention_backward(
+            self._xp, dy, q, k, v, out, saved, mask, scale=scale, causal=causal,
+            dropout_mask=dropout_mask,
+        )  # fmt: skip
+
     def scatter_add(self, x: Array, indices: Array, values: Array, axis: int = 0) -> Array:
         """A copy of ``x`` with ``values`` added at 1-D ``indices`` along ``axis``.
 

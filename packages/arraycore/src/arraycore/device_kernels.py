@@ -48,7 +48,15 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
   channel: the chunks merged in order), ``bn_normalize(n, C, HW, y, x, mean, inv_std, gamma,
   beta)``; ``bn_chunk_grads(C, N, HW, spc, chunks, part_dy, part_dyx, dy, x, mean)``,
   ``bn_merge_grads(C, chunks, dgamma, dbeta, part_dy, part_dyx, inv_std)``,
-  ``bn_backward_data(n, C, HW, count, dx, dy, x, mean, inv_std, gamma, dgamma, dbeta)``.
+  ``bn_backward_data(n, C, HW, count, dx, dy, x, mean, inv_std, gamma, dgamma, dbeta)``;
+- scaled dot-product attention, fused (no ``(Tq, Tk)`` array written; scores recomputed from
+  ``q`` and ``k`` in each pass, as flash attention does): ``attn_forward(rows, Tq, Tk, D, Dv,
+  out, lse, q, k, v, MASK, has_drop, drop, scale)`` (one work item per query row: its maximum,
+  its sum, then the output and the row's log-sum-exp), ``attn_backward_query(rows, Tq, Tk, D,
+  Dv, dq, delta, dy, out, q, k, v, lse, MASK, has_drop, drop, scale)`` (per query row) and
+  ``attn_backward_key(keys, Tq, Tk, D, Dv, dk, dv, dy, q, k, v, lse, delta, MASK, has_drop,
+  drop, scale)`` (per key row), ``MASK`` = ``mask_kind, mask_bool, mask_add, L1, L2, L3, MS0,
+  MS1, MS2, MS3, MSQ, MSK, causal`` (see :meth:`KernelHost.shared_scaled_dot_product_attention`).
 """
 
 from __future__ import annotations
@@ -85,6 +93,9 @@ KERNELS = (
     "bn_chunk_grads",
     "bn_merge_grads",
     "bn_backward_data",
+    "attn_forward",
+    "attn_backward_query",
+    "attn_backward_key",
 )
 
 #: dtypes the kernels are built for (float16 needs conversions the source does not have).
@@ -95,6 +106,13 @@ GEOM = (
     "const i64 N, const i64 C, const i64 H, const i64 W, const i64 KH, const i64 KW, "
     "const i64 OH, const i64 OW, const i64 SH, const i64 SW, const i64 DH, const i64 DW, "
     "const i64 TOP, const i64 LEFT"
+)
+
+#: The attention kernels' mask parameters (``ATTN_MASK`` in their signatures).
+ATTN_MASK = (
+    "const int mask_kind, GLOBAL const unsigned char* mb, GLOBAL const T* ma, const i64 L1, "
+    "const i64 L2, const i64 L3, const i64 MS0, const i64 MS1, const i64 MS2, const i64 MS3, "
+    "const i64 MSQ, const i64 MSK, const int causal"
 )
 
 _WORDS = {
@@ -728,6 +746,138 @@ KERNEL void lstm_cell_backward(const i64 n, const i64 H, const i64 steps, const 
     }
     dc[gid] = dcell * f;
 }
+/* -- scaled dot-product attention, fused: no (Tq, Tk) array is ever written. The leading axes
+   of q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv) are flattened to one batch axis b; the
+   mask's offset for batch b is found from the last three leading sizes L1..L3 (the first is
+   implied) and its element strides MS0..MS3, MSQ, MSK (0 along broadcast axes). mask_kind: 0 no
+   mask, 1 boolean (mb: keep where nonzero), 2 added to the scores (ma). */
+
+FUNC i64 attn_mask_base(const i64 b, const i64 L1, const i64 L2, const i64 L3, const i64 MS0,
+                        const i64 MS1, const i64 MS2, const i64 MS3) {
+    const i64 i3 = b % L3, b2 = b / L3;
+    const i64 i2 = b2 % L2, b1 = b2 / L2;
+    return (b1 / L1) * MS0 + (b1 % L1) * MS1 + i2 * MS2 + i3 * MS3;
+}
+
+/* The score of query row qi against key row kj: (qi . kj) * scale, masked. */
+FUNC T attn_score(GLOBAL const T* qi, GLOBAL const T* kj, const i64 D, const T scale,
+                  const int mask_kind, GLOBAL const unsigned char* mb, GLOBAL const T* ma,
+                  const i64 at, const int causal, const i64 i, const i64 j) {
+    T s = (T)0;
+    for (i64 c = 0; c < D; ++c) s += qi[c] * kj[c];
+    s = s * scale;
+    if (mask_kind == 2) s = s + ma[at];
+    else if (mask_kind == 1 && !mb[at]) s = NEG_INF;
+    if (causal && j > i) s = NEG_INF;
+    return s;
+}
+
+/* One work item per query row r = b * Tq + i: the row's maximum score, the sum of exp(s - max),
+   then out = sum_j exp(s_j - max) / sum * drop_j * v_j (the reference's rounding of p) and
+   lse = max + log(sum). A row with no finite maximum is NaN (as the reference's softmax). */
+KERNEL void attn_forward(const i64 rows, const i64 Tq, const i64 Tk, const i64 D, const i64 Dv,
+                         GLOBAL T* out, GLOBAL T* lse, GLOBAL const T* q, GLOBAL const T* k,
+                         GLOBAL const T* v, ATTN_MASK, const int has_drop,
+                         GLOBAL const T* drop, const T scale) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    const i64 b = r / Tq, i = r - b * Tq;
+    GLOBAL const T* qi = q + r * D;
+    GLOBAL const T* kb = k + b * Tk * D;
+    GLOBAL const T* vb = v + b * Tk * Dv;
+    GLOBAL T* o = out + r * Dv;
+    const i64 base = attn_mask_base(b, L1, L2, L3, MS0, MS1, MS2, MS3) + i * MSQ;
+    T m = NEG_INF;
+    for (i64 j = 0; j < Tk; ++j) {
+        const T s = attn_score(qi, kb + j * D, D, scale, mask_kind, mb, ma, base + j * MSK,
+                               causal, i, j);
+        if (s > m || isnan(s)) m = s;
+        if (isnan(m)) break;
+    }
+    T l = (T)0;
+    if (isnan(m) || isinf(m)) l = NAN_T;
+    else for (i64 j = 0; j < Tk; ++j) {
+        l += EXP(attn_score(qi, kb + j * D, D, scale, mask_kind, mb, ma, base + j * MSK, causal,
+                            i, j) - m);
+    }
+    for (i64 c = 0; c < Dv; ++c) o[c] = (T)0;
+    for (i64 j = 0; j < Tk; ++j) {
+        T p = EXP(attn_score(qi, kb + j * D, D, scale, mask_kind, mb, ma, base + j * MSK,
+                             causal, i, j) - m) / l;
+        if (has_drop) p = p * drop[r * Tk + j];
+        GLOBAL const T* vj = vb + j * Dv;
+        for (i64 c = 0; c < Dv; ++c) o[c] += p * vj[c];
+    }
+    lse[r] = m + LOG(l);
+}
+
+/* Backward, one work item per query row r: delta_r = dy_r . out_r (= sum_j p dp), then
+   dq_r = sum_j p (dp - delta_r) scale k_j with p = exp(s - lse_r), dp = (dy_r . v_j) drop. */
+KERNEL void attn_backward_query(const i64 rows, const i64 Tq, const i64 Tk, const i64 D,
+                                const i64 Dv, GLOBAL T* dq, GLOBAL T* delta, GLOBAL const T* dy,
+                                GLOBAL const T* out, GLOBAL const T* q, GLOBAL const T* k,
+                                GLOBAL const T* v, GLOBAL const T* lse, ATTN_MASK,
+                                const int has_drop, GLOBAL const T* drop, const T scale) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    const i64 b = r / Tq, i = r - b * Tq;
+    GLOBAL const T* qi = q + r * D;
+    GLOBAL const T* dyr = dy + r * Dv;
+    GLOBAL const T* kb = k + b * Tk * D;
+    GLOBAL const T* vb = v + b * Tk * Dv;
+    GLOBAL T* g = dq + r * D;
+    const i64 base = attn_mask_base(b, L1, L2, L3, MS0, MS1, MS2, MS3) + i * MSQ;
+    T dl = (T)0;
+    for (i64 c = 0; c < Dv; ++c) dl += dyr[c] * out[r * Dv + c];
+    delta[r] = dl;
+    const T row_lse = lse[r];
+    for (i64 c = 0; c < D; ++c) g[c] = (T)0;
+    for (i64 j = 0; j < Tk; ++j) {
+        GLOBAL const T* kj = kb + j * D;
+        const T p = EXP(attn_score(qi, kj, D, scale, mask_kind, mb, ma, base + j * MSK, causal,
+                                   i, j) - row_lse);
+        T dp = (T)0;
+        for (i64 c = 0; c < Dv; ++c) dp += dyr[c] * vb[j * Dv + c];
+        if (has_drop) dp = dp * drop[r * Tk + j];
+        const T ds = p * (dp - dl) * scale;
+        for (i64 c = 0; c < D; ++c) g[c] += ds * kj[c];
+    }
+}
+
+/* Backward, one work item per key row kr = b * Tk + j (after attn_backward_query, whose delta
+   it reads): dv_j = sum_i p drop dy_i and dk_j = sum_i p (dp - delta_i) scale q_i. */
+KERNEL void attn_backward_key(const i64 keys, const i64 Tq, const i64 Tk, const i64 D,
+                              const i64 Dv, GLOBAL T* dk, GLOBAL T* dv, GLOBAL const T* dy,
+                              GLOBAL const T* q, GLOBAL const T* k, GLOBAL const T* v,
+                              GLOBAL const T* lse, GLOBAL const T* delta, ATTN_MASK,
+                              const int has_drop, GLOBAL const T* drop, const T scale) {
+    const i64 kr = GID;
+    if (kr >= keys) return;
+    const i64 b = kr / Tk, j = kr - b * Tk;
+    GLOBAL const T* kj = k + kr * D;
+    GLOBAL const T* vj = v + kr * Dv;
+    GLOBAL T* gk = dk + kr * D;
+    GLOBAL T* gv = dv + kr * Dv;
+    const i64 base = attn_mask_base(b, L1, L2, L3, MS0, MS1, MS2, MS3) + j * MSK;
+    for (i64 c = 0; c < D; ++c) gk[c] = (T)0;
+    for (i64 c = 0; c < Dv; ++c) gv[c] = (T)0;
+    for (i64 i = 0; i < Tq; ++i) {
+        const i64 r = b * Tq + i;
+        GLOBAL const T* qi = q + r * D;
+        GLOBAL const T* dyr = dy + r * Dv;
+        const T p = EXP(attn_score(qi, kj, D, scale, mask_kind, mb, ma, base + i * MSQ, causal,
+                                   i, j) - lse[r]);
+        const T m = has_drop ? drop[r * Tk + j] : (T)1;
+        const T pd = p * m;
+        T dp = (T)0;
+        for (i64 c = 0; c < Dv; ++c) {
+            dp += dyr[c] * vj[c];
+            gv[c] += pd * dyr[c];
+        }
+        const T ds = p * (dp * m - delta[r]) * scale;
+        for (i64 c = 0; c < D; ++c) gk[c] += ds * qi[c];
+    }
+}
 """
 
 
@@ -738,7 +888,7 @@ def source(dtype: str, dialect: str = "cuda") -> str:
     if dialect not in _WORDS:
         raise ValueError(f"dialect must be 'cuda' or 'opencl', got {dialect!r}")
     words = {**_WORDS[dialect], "T": _CTYPES[dtype]}
-    text = _BODY.replace("GEOM", GEOM)
+    text = _BODY.replace("GEOM", GEOM).replace("ATTN_MASK", ATTN_MASK)
     text = re.sub(r"\b(" + "|".join(words) + r")\b", lambda m: words[m.group(1)], text)
     return _PRELUDES[dialect, dtype] + text
 
@@ -779,6 +929,8 @@ SHARED_NN: tuple[str, ...] = (
     "lstm_backward",
     "gru_sequence",
     "gru_sequence_backward",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
 )
 
 

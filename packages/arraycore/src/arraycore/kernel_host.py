@@ -619,6 +619,144 @@ class KernelHost(ABC):
         du, db = _nn_gru.weight_grads(xp, _nn_gru.previous_states(xp, y_d, h0), dhid)
         return dxw, du, db, (g + dhz) if h0 is not None else None
 
+    # -- scaled dot-product attention ------------------------------------------------------------
+    #: Most leading (batch, head) axes the fused attention kernels map a mask through; more go to
+    #: the reference.
+    ATTN_MAX_LEAD = 4
+
+    def _attn_mask_args(
+        self, q: Any, k: Any, mask: Any, causal: bool, unused: Any
+    ) -> tuple[Any, ...]:
+        """The ``MASK`` arguments of the attention kernels for at most :attr:`ATTN_MAX_LEAD`
+        leading axes (as :meth:`_attn_plan` ensures): the mask's kind and buffer, the last three
+        leading sizes, the mask's element strides over the scores padded to that many leading
+        axes (0 where it broadcasts), the causal flag."""
+        lead = tuple(int(s) for s in q.shape[:-2])
+        scores = (
+            (1,) * (self.ATTN_MAX_LEAD - len(lead)) + lead + (int(q.shape[-2]), int(k.shape[-2]))
+        )
+        kind, mb, ma = 0, unused, unused
+        strides = [0] * len(scores)
+        if mask is not None:
+            dense = self.kernel_dense(mask)
+            is_bool = mask.dtype == np.bool_
+            kind = 1 if is_bool else 2
+            mb, ma = (
+                (self.kernel_arg(dense), unused) if is_bool else (unused, self.kernel_arg(dense))
+            )
+            shape = (1,) * (len(scores) - len(mask.shape)) + tuple(int(s) for s in mask.shape)
+            step = 1
+            for axis in range(len(shape) - 1, -1, -1):
+                strides[axis] = step if shape[axis] > 1 else 0
+                step *= shape[axis]
+        sizes = tuple(np.int64(n) for n in scores[1 : self.ATTN_MAX_LEAD])
+        return (
+            np.int32(kind), mb, ma, *sizes, *(np.int64(s) for s in strides), np.int32(causal),
+        )  # fmt: skip
+
+    def _attn_plan(self, q: Any, k: Any, v: Any) -> Any:
+        """The dims ``(rows, keys, Tq, Tk, D, Dv)`` the fused kernels run over, or None where the
+        reference must run (a dtype they are not built for, an empty array, more leading axes
+        than :attr:`ATTN_MAX_LEAD`)."""
+        tq, d = int(q.shape[-2]), int(q.shape[-1])
+        tk, dv = int(k.shape[-2]), int(v.shape[-1])
+        batch = math.prod(int(s) for s in q.shape[:-2])
+        if q.dtype.name not in DTYPES or 0 in (batch, tq, tk, d, dv):
+            return None
+        if len(q.shape) - 2 > self.ATTN_MAX_LEAD:
+            return None
+        return batch * tq, batch * tk, tq, tk, d, dv
+
+    def shared_scaled_dot_product_attention(
+        self,
+        q: Any,
+        k: Any,
+        v: Any,
+        mask: Any = None,
+        *,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout_mask: Any = None,
+        recompute: bool | None = None,
+    ) -> tuple[Any, Any]:
+        """Attention in one fused launch (``attn_forward``); ``saved`` is always the rows'
+        log-sum-exp, so no ``(Tq, Tk)`` array exists between forward and backward."""
+        op = "scaled_dot_product_attention"
+        xp = self._kernel_xp(op, *(a for a in (q, k, v, mask, dropout_mask) if a is not None))
+        factor = _nn.check_attention(op, xp.isdtype, q, k, v, mask, dropout_mask, scale)
+        plan = self._attn_plan(q, k, v)
+        if plan is None:
+            return _nn.scaled_dot_product_attention(
+                xp, q, k, v, mask, scale=scale, causal=causal, dropout_mask=dropout_mask,
+                recompute=recompute,
+            )  # fmt: skip
+        rows, _, tq, tk, d, dv = plan
+        dt = q.dtype
+        q_d, k_d, v_d = (self.kernel_dense(a) for a in (q, k, v))
+        unused = self.kernel_arg(q_d)  # read by no launch whose flag is off
+        masks = self._attn_mask_args(q, k, mask, causal, unused)
+        out = self.kernel_empty((*tuple(int(s) for s in q.shape[:-1]), dv), dt)
+        lse = self.kernel_empty(tuple(int(s) for s in q.shape[:-1]), dt)
+        drop = self._dense_arg(dropout_mask) if dropout_mask is not None else unused
+        args = (
+            np.int64(rows), np.int64(tq), np.int64(tk), np.int64(d), np.int64(dv),
+            self.kernel_arg(out), self.kernel_arg(lse), *(self.kernel_arg(a) for a in (q_d, k_d, v_d)),
+            *masks, np.int32(dropout_mask is not None), drop, dt.type(factor),
+        )  # fmt: skip
+        self.kernel_launch(dt, "attn_forward", rows, *args)
+        return out, lse
+
+    def shared_scaled_dot_product_attention_backward(
+        self,
+        dy: Any,
+        q: Any,
+        k: Any,
+        v: Any,
+        out: Any,
+        saved: Any,
+        mask: Any = None,
+        *,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout_mask: Any = None,
+    ) -> tuple[Any, Any, Any]:
+        """``(dq, dk, dv)`` in two fused launches (per query row, then per key row), recomputing
+        the probabilities from the log-sum-exp; the reference where ``saved`` holds them."""
+        op = "scaled_dot_product_attention_backward"
+        given = (dy, q, k, v, out, saved, mask, dropout_mask)
+        xp = self._kernel_xp(op, *(a for a in given if a is not None))
+        factor, has_p = _nn.check_attention_backward(
+            xp.isdtype, dy, q, k, v, out, saved, mask, dropout_mask, scale
+        )
+        plan = self._attn_plan(q, k, v)
+        if plan is None or has_p:
+            return _nn.scaled_dot_product_attention_backward(
+                xp, dy, q, k, v, out, saved, mask, scale=scale, causal=causal,
+                dropout_mask=dropout_mask,
+            )  # fmt: skip
+        rows, keys, tq, tk, d, dv = plan
+        dt = q.dtype
+        dense = [self.kernel_dense(a) for a in (dy, out, q, k, v, saved)]
+        dy_a, out_a, q_a, k_a, v_a, lse_a = (self.kernel_arg(a) for a in dense)
+        masks = self._attn_mask_args(q, k, mask, causal, q_a)
+        drop = (
+            np.int32(dropout_mask is not None),
+            self._dense_arg(dropout_mask) if dropout_mask is not None else q_a,
+            dt.type(factor),
+        )
+        dq, dk, dv_ = (self.kernel_empty(tuple(int(s) for s in a.shape), dt) for a in (q, k, v))
+        delta = self.kernel_empty((rows,), dt)
+        dims = (np.int64(tq), np.int64(tk), np.int64(d), np.int64(dv))
+        self.kernel_launch(
+            dt, "attn_backward_query", rows, np.int64(rows), *dims, self.kernel_arg(dq),
+            self.kernel_arg(delta), dy_a, out_a, q_a, k_a, v_a, lse_a, *masks, *drop,
+        )  # fmt: skip
+        self.kernel_launch(
+            dt, "attn_backward_key", keys, np.int64(keys), *dims, self.kernel_arg(dk),
+            self.kernel_arg(dv_), dy_a, q_a, k_a, v_a, lse_a, self.kernel_arg(delta), *masks, *drop,
+        )  # fmt: skip
+        return dq, dk, dv_
+
     def shared_overrides(self) -> dict[str, Any]:
         """``{"nn.<name>": method}`` for every ``xp.nn`` function this class serves."""
         return {f"nn.{name}": getattr(self, f"shared_{name}") for name in SHARED_NN}

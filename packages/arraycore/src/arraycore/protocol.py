@@ -171,6 +171,32 @@ class NNFunctions(Protocol):
         padding: Any = 0,
     ) -> Array: ...
     def one_hot(self, indices: Array, num_classes: int, *, dtype: Any = None) -> Array: ...
+    def scaled_dot_product_attention(
+        self,
+        q: Array,
+        k: Array,
+        v: Array,
+        mask: Array | None = None,
+        *,
+        scale: float | None = None,
+        causal: builtins.bool = False,
+        dropout_mask: Array | None = None,
+        recompute: builtins.bool | None = None,
+    ) -> tuple[Array, Array]: ...
+    def scaled_dot_product_attention_backward(
+        self,
+        dy: Array,
+        q: Array,
+        k: Array,
+        v: Array,
+        out: Array,
+        saved: Array,
+        mask: Array | None = None,
+        *,
+        scale: float | None = None,
+        causal: builtins.bool = False,
+        dropout_mask: Array | None = None,
+    ) -> tuple[Array, Array, Array]: ...
     def scatter_add(self, x: Array, indices: Array, values: Array, axis: int = 0) -> Array: ...
     def softmax(self, x: Array, axis: int = -1) -> Array: ...
     def softmax_cross_entropy(

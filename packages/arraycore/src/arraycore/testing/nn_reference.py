@@ -426,3 +426,53 @@ def gru_sequence(
         db += dhid.sum(axis=0)
         dh = dhid @ u.T + dh * z
     return np.stack(ys, axis=1), (dxw, du, db, dh)
+
+
+def scaled_dot_product_attention(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dy: np.ndarray,
+    mask: np.ndarray | None = None,
+    scale: float | None = None,
+    causal: bool = False,
+    dropout_mask: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Attention in float64, one query row at a time: ``(out, dq, dk, dv)`` with the gradients
+    of ``sum(out * dy)`` from the chain rule through the softmax. ``mask`` boolean (keep where
+    true) or added to the scores, broadcast to ``(..., Tq, Tk)``; ``causal`` hides keys after the
+    query; ``dropout_mask`` multiplies the probabilities."""
+    lead, (tq, d), tk, dv_ = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
+    factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
+    qs, ks, vs, dys = (a.astype(np.float64).reshape(-1, *a.shape[-2:]) for a in (q, k, v, dy))
+    scores = (*lead, tq, tk)
+    full = None if mask is None else np.broadcast_to(mask, scores).reshape(-1, tq, tk)
+    drop = None if dropout_mask is None else dropout_mask.astype(np.float64).reshape(-1, tq, tk)
+    out = np.zeros((qs.shape[0], tq, dv_))
+    dq, dk, dv = np.zeros_like(qs), np.zeros_like(ks), np.zeros_like(vs)
+    for b in range(qs.shape[0]):
+        for i in range(tq):
+            s = np.array([math.fsum(qs[b, i] * ks[b, j]) * factor for j in range(tk)])
+            if full is not None:
+                if full.dtype == np.bool_:
+                    s = np.where(full[b, i], s, -math.inf)
+                else:
+                    s = s + full[b, i].astype(np.float64)
+            if causal:
+                s[i + 1 :] = -math.inf
+            top = s.max() if tk else 0.0
+            e = np.exp(s - top) if math.isfinite(top) else np.full(tk, math.nan)
+            p = e / math.fsum(e)
+            m = np.ones(tk) if drop is None else drop[b, i]
+            out[b, i] = (p * m) @ vs[b]
+            dv[b] += np.outer(p * m, dys[b, i])
+            dp = (vs[b] @ dys[b, i]) * m
+            ds = p * (dp - math.fsum(dp * p)) * factor
+            dq[b, i] = ds @ ks[b]
+            dk[b] += np.outer(ds, qs[b, i])
+    return (
+        out.reshape(*lead, tq, dv_),
+        dq.reshape(q.shape),
+        dk.reshape(k.shape),
+        dv.reshape(v.shape),
+    )

@@ -570,6 +570,121 @@ def test_layer_norm_matches_reference(
         )
 
 
+# -- scaled dot-product attention -------------------------------------------------------------------
+ATTENTION_CASES = [
+    # (leading axes, Tq, Tk, d, dv, mask, causal, dropout, recompute)
+    ((2, 3), 5, 7, 4, 6, None, False, False, None),
+    ((2, 3), 5, 7, 4, 6, None, False, False, True),
+    ((2,), 6, 6, 8, 8, None, True, False, None),
+    ((2, 2), 4, 6, 3, 5, "bool", False, False, None),
+    ((2, 2), 4, 6, 3, 5, "padding", True, False, True),
+    ((3,), 4, 5, 4, 4, "add", False, True, None),
+    ((3,), 4, 5, 4, 4, "add", False, True, True),
+    ((), 3, 9, 16, 2, "bool", True, True, None),
+    ((1, 1, 2), 1, 1, 5, 3, None, False, False, None),
+]
+
+
+def _attention_mask(kind: str | None, lead: tuple[int, ...], tq: int, tk: int, dtype: Any) -> Any:
+    """A mask of each kind that keeps at least one key per row (none, a boolean one of the
+    scores' shape, a key padding mask ``(N, 1, 1, Tk)``, an additive one over the last two
+    axes only)."""
+    rng = np.random.default_rng(41)
+    if kind is None:
+        return None
+    if kind == "bool":
+        keep = rng.random((*lead, tq, tk)) < 0.6
+        keep[..., 0] = True
+        return keep
+    if kind == "padding":
+        shape = (lead[0],) + (1,) * (len(lead) - 1) + (1, tk)
+        keep = np.ones(shape, dtype=bool)
+        keep[0, ..., tk - 2 :] = False
+        return keep
+    return (rng.standard_normal((tq, tk)) * 2.0).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(
+    ("lead", "tq", "tk", "d", "dv", "mask", "causal", "dropout", "recompute"), ATTENTION_CASES
+)
+def test_attention_matches_reference(
+    xp: Any,
+    dtype_name: str,
+    lead: tuple[int, ...],
+    tq: int,
+    tk: int,
+    d: int,
+    dv: int,
+    mask: str | None,
+    causal: bool,
+    dropout: bool,
+    recompute: bool | None,
+) -> None:
+    """``scaled_dot_product_attention`` and its backward against a float64 row loop: the output
+    and all three gradients, with no mask, a boolean mask, a broadcast key padding mask and an
+    additive mask, causal or not, a dropout mask, either form of ``saved`` (the probabilities or
+    the rows' log-sum-exp, whichever the backend keeps), Tq != Tk and dv != d."""
+    dtype = _dtype(xp, dtype_name)
+    q = _random(42, (*lead, tq, d), dtype)
+    k = _random(43, (*lead, tk, d), dtype)
+    v = _random(44, (*lead, tk, dv), dtype)
+    dy = _random(45, (*lead, tq, dv), dtype)
+    m = _attention_mask(mask, lead, tq, tk, dtype)
+    drop = None
+    if dropout:
+        keep = np.random.default_rng(46).random((*lead, tq, tk)) < 0.7
+        drop = (keep / 0.7).astype(dtype)
+    want = ref.scaled_dot_product_attention(q, k, v, dy, m, None, causal, drop)
+    args = [xp.asarray(a) for a in (q, k, v)]
+    opts: dict[str, Any] = {"causal": causal, "recompute": recompute}
+    if drop is not None:
+        opts["dropout_mask"] = xp.asarray(drop)
+    dev_mask = None if m is None else xp.asarray(m)
+    out, saved = xp.nn.scaled_dot_product_attention(*args, dev_mask, **opts)
+    assert out.dtype == dtype and tuple(out.shape) == (*lead, tq, dv)
+    assert tuple(saved.shape) in ((*lead, tq), (*lead, tq, tk))
+    if recompute:
+        assert tuple(saved.shape) == (*lead, tq)
+    terms = tk * max(d, dv)
+    assert_close(out, want[0].astype(dtype), scale=terms)
+    del opts["recompute"]
+    grads = xp.nn.scaled_dot_product_attention_backward(
+        xp.asarray(dy), *args, out, saved, dev_mask, **opts
+    )
+    for got, expected, like in zip(grads, want[1:], (q, k, v), strict=True):
+        assert got.dtype == dtype and tuple(got.shape) == like.shape
+        assert_close(got, expected.astype(dtype), scale=terms * tq)
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+def test_attention_scale_views_and_masked_rows(xp: Any, dtype_name: str) -> None:
+    """An explicit ``scale``; transposed (non-contiguous) q, k, v give the same values as dense
+    ones; a row whose every key is masked out is NaN (PyTorch's math kernel) while the other rows
+    stay exact."""
+    dtype = _dtype(xp, dtype_name)
+    q, k, v = (_random(s, (2, 5, 4), dtype) for s in (51, 52, 53))
+    dy = _random(54, (2, 5, 4), dtype)
+    want = ref.scaled_dot_product_attention(q, k, v, dy, None, 0.3)
+    views = [xp.permute_dims(xp.asarray(np.ascontiguousarray(a.transpose(1, 0, 2))), (1, 0, 2))
+             for a in (q, k, v)]  # fmt: skip
+    out, saved = xp.nn.scaled_dot_product_attention(*views, scale=0.3)
+    assert_close(out, want[0].astype(dtype), scale=20)
+    grads = xp.nn.scaled_dot_product_attention_backward(
+        xp.asarray(dy), *views, out, saved, scale=0.3
+    )
+    for got, expected in zip(grads, want[1:], strict=True):
+        assert_close(got, expected.astype(dtype), scale=100)
+    keep = np.ones((2, 5, 5), dtype=bool)
+    keep[1, 2] = False
+    out = to_host(xp.nn.scaled_dot_product_attention(*views, xp.asarray(keep))[0])
+    assert np.isnan(out[1, 2]).all()
+    rows = np.ones((2, 5), dtype=bool)
+    rows[1, 2] = False
+    want_rest = ref.scaled_dot_product_attention(q, k, v, dy)[0]
+    assert_close(out[rows], want_rest[rows].astype(dtype), scale=20)
+
+
 # -- the LSTM layer ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize(

@@ -182,6 +182,91 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         r"layer_norm_backward: mean has shape \(4,\), expected \(2,\)",
     ),
     (
+        "attention-rank",
+        lambda xp: xp.nn.scaled_dot_product_attention(_f32(xp, 4), _f32(xp, 4), _f32(xp, 4)),
+        ValueError,
+        r"scaled_dot_product_attention: q, k and v need the same number of axes, at least 2",
+    ),
+    (
+        "attention-leading-axes",
+        lambda xp: xp.nn.scaled_dot_product_attention(
+            _f32(xp, 2, 3, 4), _f32(xp, 3, 5, 4), _f32(xp, 3, 5, 4)
+        ),
+        ValueError,
+        r"scaled_dot_product_attention: q, k and v must share their leading \(batch, head\) "
+        r"axes; got shapes \(2, 3, 4\), \(3, 5, 4\), \(3, 5, 4\)",
+    ),
+    (
+        "attention-widths",
+        lambda xp: xp.nn.scaled_dot_product_attention(
+            _f32(xp, 2, 3, 4), _f32(xp, 2, 5, 8), _f32(xp, 2, 5, 4)
+        ),
+        ValueError,
+        r"scaled_dot_product_attention: q \(\.\.\., Tq, d\), k \(\.\.\., Tk, d\) and v "
+        r"\(\.\.\., Tk, dv\) do not align",
+    ),
+    (
+        "attention-mask-shape",
+        lambda xp: xp.nn.scaled_dot_product_attention(
+            _f32(xp, 2, 3, 4), _f32(xp, 2, 5, 4), _f32(xp, 2, 5, 4), xp.ones((3, 4), dtype=xp.bool)
+        ),
+        ValueError,
+        r"scaled_dot_product_attention: mask of shape \(3, 4\) does not broadcast to the "
+        r"scores \(2, 3, 5\)",
+    ),
+    (
+        "attention-mask-dtype",
+        lambda xp: xp.nn.scaled_dot_product_attention(
+            _f32(xp, 3, 4), _f32(xp, 5, 4), _f32(xp, 5, 4), xp.zeros((3, 5), dtype=xp.int32)
+        ),
+        TypeError,
+        r"scaled_dot_product_attention: mask must be boolean or of q's dtype float32",
+    ),
+    (
+        "attention-integer",
+        lambda xp: xp.nn.scaled_dot_product_attention(
+            _f32(xp, 3, 4), xp.zeros((5, 4), dtype=xp.int32), _f32(xp, 5, 4)
+        ),
+        TypeError,
+        r"scaled_dot_product_attention: k must have a real floating dtype, got int32",
+    ),
+    (
+        "attention-dropout-shape",
+        lambda xp: xp.nn.scaled_dot_product_attention(
+            _f32(xp, 3, 4), _f32(xp, 5, 4), _f32(xp, 5, 4), dropout_mask=_f32(xp, 1, 5)
+        ),
+        ValueError,
+        r"scaled_dot_product_attention: dropout_mask has shape \(1, 5\), expected the "
+        r"scores' \(3, 5\)",
+    ),
+    (
+        "attention_backward-saved",
+        lambda xp: xp.nn.scaled_dot_product_attention_backward(
+            _f32(xp, 3, 6),
+            _f32(xp, 3, 4),
+            _f32(xp, 5, 4),
+            _f32(xp, 5, 6),
+            _f32(xp, 3, 6),
+            _f32(xp, 5),
+        ),
+        ValueError,
+        r"scaled_dot_product_attention_backward: saved has shape \(5,\), expected the rows' "
+        r"log-sum-exp \(3,\) or the probabilities \(3, 5\)",
+    ),
+    (
+        "attention_backward-dy",
+        lambda xp: xp.nn.scaled_dot_product_attention_backward(
+            _f32(xp, 3, 4),
+            _f32(xp, 3, 4),
+            _f32(xp, 5, 4),
+            _f32(xp, 5, 6),
+            _f32(xp, 3, 6),
+            _f32(xp, 3),
+        ),
+        ValueError,
+        r"scaled_dot_product_attention_backward: dy has shape \(3, 4\), expected \(3, 6\)",
+    ),
+    (
         "gelu-approximate",
         lambda xp: xp.nn.gelu(_f32(xp, 3), approximate="erf"),
         ValueError,

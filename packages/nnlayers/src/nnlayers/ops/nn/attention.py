@@ -7,17 +7,20 @@ head) axes; ``scale`` defaults to ``1 / sqrt(d)``; a boolean ``mask`` (broadcast
 ``causal=True`` lets position ``i`` see positions ``j <= i`` only. A row whose every position is
 masked out has no defined attention and gives NaN, as in PyTorch's reference implementation.
 
-Forward computes the scores, softmaxes them in place and multiplies by ``v``; the op keeps only
-the attention probabilities ``p`` (not the scores or any other temporary) for backward::
+The op is the backend's ``xp.nn.scaled_dot_product_attention`` and its backward. On the NumPy
+backend (arraycore's reference) forward computes the scores, softmaxes them in place and
+multiplies by ``v``, keeping only the attention probabilities ``p`` for backward::
 
     dv = p^T @ dy     dp = dy @ v^T     ds = p * (dp - sum(dp * p)) * scale
     dq = ds @ k       dk = ds^T @ q
 
 so training through attention holds one ``(..., Tq, Tk)`` array per layer. Where that array is
-large (``recompute=None``: from :data:`RECOMPUTE_ELEMENTS` elements on; ``recompute=True``
-always) the op keeps only each row's log-sum-exp ``(..., Tq, 1)`` and backward recomputes
-``p = exp(q @ k^T * scale + mask - lse)`` with one more product, as memory-efficient attention
-kernels do: between forward and backward a layer then holds ``Tk`` times less.
+large (``recompute=None``: from ``arraycore._nn_attention.RECOMPUTE_ELEMENTS`` elements on,
+2^22; ``recompute=True`` always) it keeps only each row's log-sum-exp ``(..., Tq)`` and backward
+recomputes ``p = exp(q @ k^T * scale + mask - lse)`` with one more product, as memory-efficient
+attention kernels do: between forward and backward a layer then holds ``Tk`` times less. The
+device backends (OpenCL, CUDA) run fused kernels that never write the scores at all and always
+keep the log-sum-exp.
 
 ``dropout=rate`` (PyTorch's ``dropout_p``) zeroes each attention probability with probability
 ``rate`` in the train phase and scales the rest by ``1 / (1 - rate)``, a new mask every step from
@@ -25,6 +28,8 @@ the graph's seeded generator (``compile(..., seed=)``), as :func:`nnlayers.expr.
 the eval phase it does nothing. With dropout the op also keeps the mask for backward::
 
     out = (p * m) @ v     dv = (p * m)^T @ dy     dp = (dy @ v^T) * m
+
+(a dropout mask is one ``(..., Tq, Tk)`` array: the fused kernels read it rather than draw it).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class ScaledDotProductAttention(Op):
     name = "scaled_dot_product_attention"
     has_residual = True
     keep_inputs = (0, 1, 2)
+    keep_output = True  # the fused kernels' backward reads it (delta = sum(dy * out) per row)
     fresh_grads = True
     nondiff_inputs = (3,)
     phase_dependent = True  # dropout: the train phase and the graph's generator
@@ -115,74 +121,30 @@ class ScaledDotProductAttention(Op):
             self.mask_kind = "bool" if m.dtype == np.bool_ else "add"
         return Spec((*q.shape[:-1], v.shape[-1]), q.dtype)
 
-    def _scores(self, xp: ArrayNamespace, q: Any, k: Any, mask: tuple[Any, ...]) -> Any:
-        """``q @ k^T * scale`` with the mask added or applied and the causal mask."""
-        s = xp.matmul(q, xp.matrix_transpose(k))
-        s *= self.factor
-        if self.mask_kind == "add":
-            s += mask[0]
-        neg = -math.inf
-        if self.mask_kind == "bool":
-            s = xp.where(mask[0], s, neg)
-        if self.causal:
-            tq, tk = int(s.shape[-2]), int(s.shape[-1])
-            rows = xp.reshape(xp.arange(tq), (tq, 1))
-            keep = rows >= xp.reshape(xp.arange(tk), (1, tk))
-            s = xp.where(keep, s, neg)
-        return s
-
     def forward(self, xp: ArrayNamespace, q: Any, k: Any, v: Any, *mask: Any) -> Any:
-        s = self._scores(xp, q, k, mask)
-        recompute = self.recompute
-        if recompute is None:
-            recompute = math.prod(int(n) for n in s.shape) >= RECOMPUTE_ELEMENTS
-        if recompute:  # keep each row's log-sum-exp, not p
-            top = xp.max(s, axis=-1, keepdims=True)
-            s -= top
-            p = xp.exp(s)
-            total = xp.sum(p, axis=-1, keepdims=True)
-            p /= total
-            kept: Any = ("lse", xp.log(total) + top, mask)
-        else:
-            p = xp.nn.softmax(s, axis=-1)
-            kept = ("p", p, None)
-        del s
-        if not self.dropout or not self.state.training:
-            return xp.matmul(p, v), (*kept, None)
-        keep = 1.0 - self.dropout
-        m = self.state.rng.bernoulli(keep, tuple(int(n) for n in p.shape), dtype=p.dtype)
-        m *= 1.0 / keep
-        return xp.matmul(p * m, v), (*kept, m)
+        m = None
+        if self.dropout and self.state.training:
+            keep = 1.0 - self.dropout
+            shape = (*tuple(int(n) for n in q.shape[:-1]), int(k.shape[-2]))
+            m = self.state.rng.bernoulli(keep, shape, dtype=q.dtype)
+            m *= 1.0 / keep
+        out, saved = xp.nn.scaled_dot_product_attention(
+            q, k, v, *mask, scale=self.factor, causal=self.causal, dropout_mask=m,
+            recompute=self.recompute,
+        )  # fmt: skip
+        return out, (saved, mask[0] if mask else None, m)
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         q, k, v = inputs[:3]
-        kind, saved, mask, m = residual
-        if kind == "p":
-            p = saved
-        else:  # recompute the probabilities from the scores and the kept log-sum-exp
-            p = self._scores(xp, q, k, mask)
-            p -= saved
-            p = xp.exp(p)
-        kept = p if m is None else p * m
-        dv = xp.matmul(xp.matrix_transpose(kept), dy) if needs[2] else None
-        del kept
-        ds = xp.matmul(dy, xp.matrix_transpose(v))
-        if m is not None:
-            ds *= m
-        ds -= xp.sum(ds * p, axis=-1, keepdims=True)
-        ds *= p
-        ds *= self.factor
-        dq = xp.matmul(ds, k) if needs[0] else None
-        dk = xp.matmul(xp.matrix_transpose(ds), q) if needs[1] else None
-        grads = (dq, dk, dv)
-        return (*grads, None) if len(needs) == 4 else grads
-
-
-#: From this many attention probabilities per call (16 MB in float32) the op keeps each row's
-#: log-sum-exp instead of the probabilities and recomputes them in backward.
-RECOMPUTE_ELEMENTS = 1 << 22
+        saved, mask, m = residual
+        grads = xp.nn.scaled_dot_product_attention_backward(
+            dy, q, k, v, output, saved, mask, scale=self.factor, causal=self.causal,
+            dropout_mask=m,
+        )  # fmt: skip
+        wanted = tuple(g if need else None for g, need in zip(grads, needs, strict=False))
+        return (*wanted, None) if len(needs) == 4 else wanted
 
 
 def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
