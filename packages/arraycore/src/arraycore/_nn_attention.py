@@ -179,6 +179,7 @@ def scaled_dot_product_attention(
         recompute = math.prod(_shape(s)) >= RECOMPUTE_ELEMENTS
     if recompute and int(k.shape[-2]):
         top = xp.max(s, axis=-1, keepdims=True)
+        top = xp.where(xp.isfinite(top), top, math.nan)  # such rows are NaN, without warnings
         s -= top
         p = xp.exp(s)
         del s

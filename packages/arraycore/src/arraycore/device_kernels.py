@@ -51,9 +51,9 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
   ``bn_backward_data(n, C, HW, count, dx, dy, x, mean, inv_std, gamma, dgamma, dbeta)``;
 - scaled dot-product attention, fused (no ``(Tq, Tk)`` array written; scores recomputed from
   ``q`` and ``k`` in each pass, as flash attention does): ``attn_forward(rows, Tq, Tk, D, Dv,
-  out, lse, q, k, v, MASK, has_drop, drop, scale)`` (one work item per query row: its maximum,
-  its sum, then the output and the row's log-sum-exp), ``attn_backward_query(rows, Tq, Tk, D,
-  Dv, dq, delta, dy, out, q, k, v, lse, MASK, has_drop, drop, scale)`` (per query row) and
+  out, lse, q, k, v, MASK, has_drop, drop, scale)`` (one work item per query row, one pass over
+  the keys with flash attention's online softmax), ``attn_backward_query(rows, Tq, Tk, D, Dv,
+  dq, delta, dy, out, q, k, v, lse, MASK, has_drop, drop, scale)`` (per query row) and
   ``attn_backward_key(keys, Tq, Tk, D, Dv, dk, dv, dy, q, k, v, lse, delta, MASK, has_drop,
   drop, scale)`` (per key row), ``MASK`` = ``mask_kind, mask_bool, mask_add, L1, L2, L3, MS0,
   MS1, MS2, MS3, MSQ, MSK, causal`` (see :meth:`KernelHost.shared_scaled_dot_product_attention`).
@@ -772,9 +772,10 @@ FUNC T attn_score(GLOBAL const T* qi, GLOBAL const T* kj, const i64 D, const T s
     return s;
 }
 
-/* One work item per query row r = b * Tq + i: the row's maximum score, the sum of exp(s - max),
-   then out = sum_j exp(s_j - max) / sum * drop_j * v_j (the reference's rounding of p) and
-   lse = max + log(sum). A row with no finite maximum is NaN (as the reference's softmax). */
+/* One work item per query row r = b * Tq + i, one pass over the keys (online softmax, as flash
+   attention): the running maximum m, the running sum l of exp(s - m) and the running output,
+   both rescaled by exp(m_old - m) when the maximum grows; at the end out /= l and lse = m +
+   log(l). A row whose keys are all masked out is NaN (0 / 0), as is one holding NaN or +inf. */
 KERNEL void attn_forward(const i64 rows, const i64 Tq, const i64 Tk, const i64 D, const i64 Dv,
                          GLOBAL T* out, GLOBAL T* lse, GLOBAL const T* q, GLOBAL const T* k,
                          GLOBAL const T* v, ATTN_MASK, const int has_drop,
@@ -787,27 +788,24 @@ KERNEL void attn_forward(const i64 rows, const i64 Tq, const i64 Tk, const i64 D
     GLOBAL const T* vb = v + b * Tk * Dv;
     GLOBAL T* o = out + r * Dv;
     const i64 base = attn_mask_base(b, L1, L2, L3, MS0, MS1, MS2, MS3) + i * MSQ;
-    T m = NEG_INF;
+    for (i64 c = 0; c < Dv; ++c) o[c] = (T)0;
+    T m = NEG_INF, l = (T)0;
     for (i64 j = 0; j < Tk; ++j) {
         const T s = attn_score(qi, kb + j * D, D, scale, mask_kind, mb, ma, base + j * MSK,
                                causal, i, j);
-        if (s > m || isnan(s)) m = s;
-        if (isnan(m)) break;
-    }
-    T l = (T)0;
-    if (isnan(m) || isinf(m)) l = NAN_T;
-    else for (i64 j = 0; j < Tk; ++j) {
-        l += EXP(attn_score(qi, kb + j * D, D, scale, mask_kind, mb, ma, base + j * MSK, causal,
-                            i, j) - m);
-    }
-    for (i64 c = 0; c < Dv; ++c) o[c] = (T)0;
-    for (i64 j = 0; j < Tk; ++j) {
-        T p = EXP(attn_score(qi, kb + j * D, D, scale, mask_kind, mb, ma, base + j * MSK,
-                             causal, i, j) - m) / l;
-        if (has_drop) p = p * drop[r * Tk + j];
+        if (s > m) {
+            const T shrink = EXP(m - s);
+            l = l * shrink;
+            for (i64 c = 0; c < Dv; ++c) o[c] = o[c] * shrink;
+            m = s;
+        }
+        const T p = s == NEG_INF ? (T)0 : EXP(s - m);
+        l += p;
+        const T pd = has_drop ? p * drop[r * Tk + j] : p;
         GLOBAL const T* vj = vb + j * Dv;
-        for (i64 c = 0; c < Dv; ++c) o[c] += p * vj[c];
+        for (i64 c = 0; c < Dv; ++c) o[c] += pd * vj[c];
     }
+    for (i64 c = 0; c < Dv; ++c) o[c] = o[c] / l;
     lse[r] = m + LOG(l);
 }
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _interop, _nn, _nn_gru, _nn_rnn
+from . import _interop, _nn, _nn_attention, _nn_gru, _nn_rnn
 from ._registry import namespace_of
 from .device_kernels import DTYPES, SHARED_NN, SOFTMAX_MAX_ROW, geometry
 from .nn_shapes import check_output_shape, conv_transpose_window, conv_window, pool_window
@@ -679,13 +679,19 @@ class KernelHost(ABC):
         dropout_mask: Any = None,
         recompute: bool | None = None,
     ) -> tuple[Any, Any]:
-        """Attention in one fused launch (``attn_forward``); ``saved`` is always the rows'
-        log-sum-exp, so no ``(Tq, Tk)`` array exists between forward and backward."""
+        """Attention in one fused launch (``attn_forward``: no ``(Tq, Tk)`` array is written,
+        ``saved`` is the rows' log-sum-exp) where the caller asks for the memory-saving form
+        (``recompute=True``, or ``None`` from ``RECOMPUTE_ELEMENTS`` scores on); else the
+        reference's products and softmax kernel, which keep the probabilities and are faster
+        for short sequences (the backend's GEMMs against one scalar loop per row)."""
         op = "scaled_dot_product_attention"
         xp = self._kernel_xp(op, *(a for a in (q, k, v, mask, dropout_mask) if a is not None))
         factor = _nn.check_attention(op, xp.isdtype, q, k, v, mask, dropout_mask, scale)
         plan = self._attn_plan(q, k, v)
-        if plan is None:
+        if recompute is None and plan is not None:
+            scores = math.prod(int(s) for s in q.shape[:-1]) * int(k.shape[-2])
+            recompute = scores >= _nn_attention.RECOMPUTE_ELEMENTS
+        if plan is None or not recompute:
             return _nn.scaled_dot_product_attention(
                 xp, q, k, v, mask, scale=scale, causal=causal, dropout_mask=dropout_mask,
                 recompute=recompute,
@@ -721,7 +727,8 @@ class KernelHost(ABC):
         dropout_mask: Any = None,
     ) -> tuple[Any, Any, Any]:
         """``(dq, dk, dv)`` in two fused launches (per query row, then per key row), recomputing
-        the probabilities from the log-sum-exp; the reference where ``saved`` holds them."""
+        the probabilities from the rows' log-sum-exp; the reference where ``saved`` holds the
+        probabilities."""
         op = "scaled_dot_product_attention_backward"
         given = (dy, q, k, v, out, saved, mask, dropout_mask)
         xp = self._kernel_xp(op, *(a for a in given if a is not None))

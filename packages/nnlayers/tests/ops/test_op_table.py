@@ -246,6 +246,31 @@ def _attention_cases():
             label="causal",
             torch=torch_sdpa(is_causal=True),
         ),
+        # the memory-saving form: the fused kernels on OpenCL and CUDA
+        OpCase(
+            "scaled_dot_product_attention",
+            lambda q, k, v: sdpa(q, k, v, ex.constant(keep), recompute=True),
+            qkv,
+            lambda q, k, v: _attention_reference(q, k, v, keep),
+            label="bool mask, recomputed",
+            torch=torch_sdpa(keep),
+        ),
+        OpCase(
+            "scaled_dot_product_attention",
+            lambda q, k, v: sdpa(q, k, v, ex.constant(bias, dtype=q.dtype), recompute=True),
+            qkv,
+            lambda q, k, v: _attention_reference(q, k, v, bias),
+            label="additive mask, recomputed",
+            torch=torch_sdpa(bias),
+        ),
+        OpCase(
+            "scaled_dot_product_attention",
+            lambda q, k, v: sdpa(q, k, v, causal=True, recompute=True),
+            [(3, 5, 4), (3, 5, 4), (3, 5, 2)],
+            lambda q, k, v: _attention_reference(q, k, v, causal=True),
+            label="causal, recomputed",
+            torch=torch_sdpa(is_causal=True),
+        ),
     ]
 
 

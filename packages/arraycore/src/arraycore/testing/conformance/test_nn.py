@@ -658,17 +658,20 @@ def test_attention_matches_reference(
 
 
 @pytest.mark.parametrize("dtype_name", FLOATS)
-def test_attention_scale_views_and_masked_rows(xp: Any, dtype_name: str) -> None:
+@pytest.mark.parametrize("recompute", [None, True])
+def test_attention_scale_views_and_masked_rows(
+    xp: Any, dtype_name: str, recompute: bool | None
+) -> None:
     """An explicit ``scale``; transposed (non-contiguous) q, k, v give the same values as dense
     ones; a row whose every key is masked out is NaN (PyTorch's math kernel) while the other rows
-    stay exact."""
+    stay exact; with the probabilities kept and with the memory-saving form."""
     dtype = _dtype(xp, dtype_name)
     q, k, v = (_random(s, (2, 5, 4), dtype) for s in (51, 52, 53))
     dy = _random(54, (2, 5, 4), dtype)
     want = ref.scaled_dot_product_attention(q, k, v, dy, None, 0.3)
     views = [xp.permute_dims(xp.asarray(np.ascontiguousarray(a.transpose(1, 0, 2))), (1, 0, 2))
              for a in (q, k, v)]  # fmt: skip
-    out, saved = xp.nn.scaled_dot_product_attention(*views, scale=0.3)
+    out, saved = xp.nn.scaled_dot_product_attention(*views, scale=0.3, recompute=recompute)
     assert_close(out, want[0].astype(dtype), scale=20)
     grads = xp.nn.scaled_dot_product_attention_backward(
         xp.asarray(dy), *views, out, saved, scale=0.3
@@ -677,7 +680,8 @@ def test_attention_scale_views_and_masked_rows(xp: Any, dtype_name: str) -> None
         assert_close(got, expected.astype(dtype), scale=100)
     keep = np.ones((2, 5, 5), dtype=bool)
     keep[1, 2] = False
-    out = to_host(xp.nn.scaled_dot_product_attention(*views, xp.asarray(keep))[0])
+    got = xp.nn.scaled_dot_product_attention(*views, xp.asarray(keep), recompute=recompute)
+    out = to_host(got[0])
     assert np.isnan(out[1, 2]).all()
     rows = np.ones((2, 5), dtype=bool)
     rows[1, 2] = False
