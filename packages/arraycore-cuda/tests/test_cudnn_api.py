@@ -82,7 +82,10 @@ def test_used_api_exists(cudnn: Any, owner: str, name: str) -> None:
 
 # conv_* and batchnorm* are generated builders taking **kwargs; they reject unknown keywords,
 # which test_graphs_describe_with_real_builders exercises.
-_GENERATED = ("conv_fprop", "conv_dgrad", "conv_wgrad", "batchnorm", "batchnorm_backward")
+_GENERATED = (
+    "conv_fprop", "conv_dgrad", "conv_wgrad", "batchnorm", "batchnorm_backward", "sdpa",
+    "sdpa_backward",
+)  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -154,6 +157,28 @@ def test_graphs_describe_with_real_builders(cudnn: Any) -> None:
     assert set(bwd) == {"dy", "x", "scale", "mean", "inv_var", "dx", "dscale", "dbias"}
     assert list(bwd["dscale"].dim) == [1, 3, 1, 1] and bwd["dbias"].data_type == f32
     assert list(bwd["dx"].stride) == [3, 1, 3, 3]
+
+
+def test_attention_graphs_describe_with_real_builders(cudnn: Any) -> None:
+    """The SDPA forward and backward graphs: the keywords the module passes are taken, O and
+    the float32 stats (b, h, sq, 1) come out with the declared shapes, the backward's gradients
+    have their inputs' shapes; an additive bias and the causal flag reach the node."""
+    cd = Cudnn(cudnn, None, 0)
+    half, f32 = cudnn.data_type.HALF, cudnn.data_type.FLOAT
+    shapes = ((2, 4, 16, 64), (2, 4, 24, 64), (2, 4, 24, 32))
+    graph = cd._new_graph(half)
+    fwd = cd._sdpa_graph(graph, "forward", shapes, (2, 1, 16, 24), True, 0.125, "float16")
+    assert set(fwd) == {"q", "k", "v", "bias", "o", "stats"}
+    assert list(fwd["o"].dim) == [2, 4, 16, 32] and fwd["o"].data_type == half
+    assert list(fwd["stats"].dim) == [2, 4, 16, 1] and fwd["stats"].data_type == f32
+    node = graph.nodes[0]
+    assert node.params["use_causal_mask"] is True
+    assert node.params["attn_scale"] == 0.125
+    graph = cd._new_graph(half)
+    bwd = cd._sdpa_graph(graph, "backward", shapes, None, False, 0.125, "float16")
+    assert set(bwd) == {"q", "k", "v", "o", "dO", "stats", "dq", "dk", "dv"}
+    for grad, shape in zip(("dq", "dk", "dv"), shapes, strict=True):
+        assert list(bwd[grad].dim) == list(shape) and bwd[grad].data_type == half
 
 
 def test_exception_classes(cudnn: Any) -> None:

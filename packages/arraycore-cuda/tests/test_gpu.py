@@ -204,6 +204,71 @@ def test_own_kernels_and_cudnn_match_numpy(xp: Any, ref: Any) -> None:
             assert_close(xp.to_numpy(a), b, scale=100)
 
 
+@pytest.mark.parametrize("recompute", [None, True])
+def test_attention_matches_numpy(xp: Any, ref: Any, recompute: bool | None) -> None:
+    """Attention and its gradients against the NumPy reference in float32 and float64: the
+    products path (``recompute=None`` at this size) and the fused NVRTC kernels (``True``), with
+    a key padding mask, an additive mask and the causal mask."""
+    rng = np.random.default_rng(5)
+    for dtype in (np.float32, np.float64):
+        q, k, v = (rng.standard_normal((2, 3, t, 8)).astype(dtype) for t in (5, 7, 7))
+        dy = rng.standard_normal((2, 3, 5, 8)).astype(dtype)
+        keep = np.ones((2, 1, 1, 7), dtype=bool)
+        keep[1, ..., 5:] = False
+        bias = rng.standard_normal((5, 7)).astype(dtype)
+        for mask, causal in ((None, False), (keep, True), (bias, False)):
+            opts: dict[str, Any] = {"causal": causal}
+            dev = [xp.asarray(a) for a in (q, k, v)]
+            m = None if mask is None else xp.asarray(mask)
+            out, saved = xp.nn.scaled_dot_product_attention(*dev, m, recompute=recompute, **opts)
+            want_out, want_saved = ref.nn.scaled_dot_product_attention(q, k, v, mask, **opts)
+            assert_close(xp.to_numpy(out), want_out, scale=50)
+            grads = xp.nn.scaled_dot_product_attention_backward(
+                xp.asarray(dy), *dev, out, saved, m, **opts
+            )
+            want = ref.nn.scaled_dot_product_attention_backward(
+                dy, q, k, v, want_out, want_saved, mask, **opts
+            )
+            for got, expected in zip(grads, want, strict=True):
+                assert_close(xp.to_numpy(got), expected, scale=500)
+
+
+def test_attention_in_half_precision_uses_cudnn_when_installed(xp: Any, ref: Any) -> None:
+    """float16 attention (what mixed precision runs) matches float32 NumPy to half precision's
+    accuracy, and runs on cuDNN's SDPA graph where cudnn-frontend is installed (the float32
+    log-sum-exp it keeps is the sign), with the causal mask and a boolean key padding mask."""
+    from arraycore_cuda import backend
+
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal((2, 4, 64, 64)).astype(np.float32) for _ in range(3))
+    dy = rng.standard_normal((2, 4, 64, 64)).astype(np.float32)
+    keep = np.ones((2, 1, 1, 64), dtype=bool)
+    keep[0, ..., 48:] = False
+    module, description = backend.cudnn_probe()
+    for mask, causal in ((None, True), (keep, False)):
+        dev = [xp.asarray(a.astype(np.float16)) for a in (q, k, v)]
+        m = None if mask is None else xp.asarray(mask)
+        out, saved = xp.nn.scaled_dot_product_attention(*dev, m, causal=causal)
+        want_out, want_saved = ref.nn.scaled_dot_product_attention(q, k, v, mask, causal=causal)
+        np.testing.assert_allclose(xp.to_numpy(out), want_out, rtol=2e-2, atol=2e-2)
+        if module is not None:
+            assert saved.dtype == np.float32 and tuple(saved.shape) == (2, 4, 64), description
+            assert "sdpa_forward" in xp._backend._nn.cudnn.describe()
+        grads = xp.nn.scaled_dot_product_attention_backward(
+            xp.asarray(dy.astype(np.float16)), *dev, out, saved, m, causal=causal
+        )
+        want = ref.nn.scaled_dot_product_attention_backward(
+            dy, q, k, v, want_out, want_saved, mask, causal=causal
+        )
+        for got, expected in zip(grads, want, strict=True):
+            assert got.dtype == np.float16
+            np.testing.assert_allclose(xp.to_numpy(got), expected, rtol=5e-2, atol=5e-2)
+    if module is None:
+        pytest.skip(
+            f"cuDNN is not installed here (the float16 path ran the reference): {description}"
+        )
+
+
 def test_cudnn_path_is_reported_and_used_when_installed(xp: Any) -> None:
     from arraycore_cuda import backend
 

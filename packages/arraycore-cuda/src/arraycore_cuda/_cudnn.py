@@ -1,4 +1,5 @@
-"""cuDNN convolutions and batch normalisation through NVIDIA's cudnn-frontend graph API.
+"""cuDNN convolutions, batch normalisation and attention through NVIDIA's cudnn-frontend graph
+API.
 
 CuPy 14 ships no cuDNN bindings, so this module drives ``nvidia-cudnn-frontend`` (``import
 cudnn``) with the cuDNN runtime of the ``nvidia-cudnn-cu12`` / ``nvidia-cudnn-cu13`` wheels.
@@ -22,6 +23,10 @@ API facts this relies on (checked against nvidia-cudnn-frontend 1.32.0, see ``US
   momentum=None)`` returns ``[Y, mean, inv_var, next_running_mean, next_running_var]`` (the last
   two ``None`` without running stats); ``inv_var`` is cuDNN's saved ``1/sqrt(var + eps)``.
   ``batchnorm_backward(grad, input, scale, mean=, inv_variance=)`` returns ``[DX, DScale, DBias]``.
+* ``sdpa(q=, k=, v=, generate_stats=True, attn_scale=, use_causal_mask=, bias=)`` returns
+  ``[O, Stats]`` (Stats: each row's natural-log log-sum-exp, (b, h, sq, 1), set to float32);
+  ``sdpa_backward(q=, k=, v=, o=, dO=, stats=, ...)`` returns ``[dQ, dK, dV]``; the flash
+  attention engines take float16/bfloat16 io, ``use_causal_mask`` is top-left aligned.
 * ``validate``, ``build_operation_graph``, ``create_execution_plans([heur_mode...])``,
   ``check_support``, ``get_execution_plan_count``, ``build_plan_at_index(i)``,
   ``get_workspace_size_plan_at_index(i)``, ``execute_plan_at_index(pack, workspace, index=,
@@ -72,6 +77,8 @@ USED_API: dict[str, tuple[str, ...]] = {
         "conv_wgrad",
         "batchnorm",
         "batchnorm_backward",
+        "sdpa",
+        "sdpa_backward",
         "validate",
         "build_operation_graph",
         "create_execution_plans",
@@ -99,6 +106,16 @@ USED_KWARGS: dict[str, tuple[str, ...]] = {
     "cudnn.pygraph.conv_wgrad": ("pre_padding", "post_padding", "stride", "dilation"),
     "cudnn.pygraph.batchnorm": ("in_running_mean", "in_running_var", "epsilon", "momentum"),
     "cudnn.pygraph.batchnorm_backward": ("mean", "inv_variance"),
+    "cudnn.pygraph.sdpa": (
+        "q",
+        "k",
+        "v",
+        "generate_stats",
+        "attn_scale",
+        "use_causal_mask",
+        "bias",
+    ),
+    "cudnn.pygraph.sdpa_backward": ("q", "k", "v", "o", "dO", "stats", "attn_scale", "bias"),
     "cudnn.pygraph.execute_plan_at_index": ("workspace", "index", "handle"),
 }
 
@@ -294,6 +311,117 @@ class Cudnn(PlanCache):
                 dgamma.astype(x.dtype, copy=False),
                 dbeta.astype(x.dtype, copy=False),
             )
+
+    # -- scaled dot-product attention: cuDNN's flash-attention engines (float16, bfloat16) ------
+    def attention(
+        self, q: Any, k: Any, v: Any, bias: Any, causal: bool, scale: float
+    ) -> tuple[Any, Any] | None:
+        """``(out, stats)``: attention of packed (b, h, s, d) ``q``, ``k``, ``v`` with an
+        optional additive ``bias`` (1|b, 1|h, sq, skv) of q's dtype, ``causal`` top-left
+        aligned; ``stats`` is each row's log-sum-exp, (b, h, sq, 1) float32."""
+        found = self._sdpa_plan("forward", q, k, v, bias, causal, scale)
+        if found is None:
+            return None
+        plan, shapes = found
+        cp = self._cp
+        qs, _, vs = shapes
+        with cp.cuda.Device(self._device):
+            out = cp.empty((*qs[:3], vs[3]), dtype=q.dtype)
+            stats = cp.empty((*qs[:3], 1), dtype=cp.float32)
+            arrays = {"q": q, "k": k, "v": v, "o": out, "stats": stats}
+            if bias is not None:
+                arrays["bias"] = bias
+            ok = self._run(plan, {r: cp.ascontiguousarray(a) for r, a in arrays.items()})
+        return (out, stats) if ok else None
+
+    def attention_backward(
+        self,
+        dy: Any,
+        q: Any,
+        k: Any,
+        v: Any,
+        out: Any,
+        stats: Any,
+        bias: Any,
+        causal: bool,
+        scale: float,
+    ) -> tuple[Any, Any, Any] | None:
+        """``(dq, dk, dv)`` of :meth:`attention` from ``dy`` and its ``out`` and ``stats``."""
+        if str(stats.dtype) != "float32" or str(dy.dtype) != str(q.dtype):
+            return None
+        found = self._sdpa_plan("backward", q, k, v, bias, causal, scale)
+        if found is None:
+            return None
+        plan, _ = found
+        cp = self._cp
+        with cp.cuda.Device(self._device):
+            grads = {
+                role: cp.empty(a.shape, dtype=a.dtype)
+                for role, a in zip(("dq", "dk", "dv"), (q, k, v))
+            }
+            arrays = {"q": q, "k": k, "v": v, "o": out, "dO": dy, "stats": stats, **grads}
+            if bias is not None:
+                arrays["bias"] = bias
+            ok = self._run(plan, {r: cp.ascontiguousarray(a) for r, a in arrays.items()})
+        return (grads["dq"], grads["dk"], grads["dv"]) if ok else None
+
+    def _sdpa_plan(
+        self, kind: str, q: Any, k: Any, v: Any, bias: Any, causal: bool, scale: float
+    ) -> tuple[_Plan, tuple[tuple[int, ...], ...]] | None:
+        dt = self._dtype_name(q, k, v)
+        if dt not in ("float16", "bfloat16"):
+            return None  # cuDNN's SDPA engines are half precision (and fp8)
+        shapes = tuple(tuple(int(s) for s in a.shape) for a in (q, k, v))
+        if any(len(s) != 4 for s in shapes):
+            return None
+        bshape = None
+        if bias is not None:
+            bshape = tuple(int(s) for s in bias.shape)
+            if len(bshape) != 4 or str(bias.dtype) != dt:
+                return None
+        key = (f"sdpa_{kind}", dt, *shapes, bshape, bool(causal), float(scale))
+        plan = self._plan(
+            key, lambda g: self._sdpa_graph(g, kind, shapes, bshape, bool(causal), scale, dt)
+        )
+        return None if plan is None else (plan, shapes)
+
+    def _sdpa_graph(
+        self,
+        g: Any,
+        kind: str,
+        shapes: tuple[tuple[int, ...], ...],
+        bias_shape: tuple[int, ...] | None,
+        causal: bool,
+        scale: float,
+        dt: str,
+    ) -> dict[str, Any]:
+        """The forward (``kind="forward"``: O and the softmax stats) or backward (dQ, dK, dV)
+        SDPA graph over packed (b, h, s, d) tensors."""
+        io, f32 = self._cudnn_dtype(dt), self._cudnn.data_type.FLOAT
+        qs, ks, vs = shapes
+        out_shape, stat_shape = (*qs[:3], vs[3]), (*qs[:3], 1)
+        t = {role: self._tensor(g, role, shape, io) for role, shape in zip("qkv", shapes)}
+        opts: dict[str, Any] = {"attn_scale": float(scale), "use_causal_mask": causal}
+        if bias_shape is not None:
+            t["bias"] = opts["bias"] = self._tensor(g, "bias", bias_shape, io)
+        if kind == "forward":
+            o, stats = g.sdpa(
+                q=t["q"], k=t["k"], v=t["v"], generate_stats=True, name="sdpa", **opts
+            )
+            t["o"] = self._output(o, out_shape, io)
+            t["stats"] = self._output(stats, stat_shape, f32)
+            return t
+        t["o"] = self._tensor(g, "o", out_shape, io)
+        t["dO"] = self._tensor(g, "dO", out_shape, io)
+        t["stats"] = self._tensor(g, "stats", stat_shape, f32)
+        dq, dk, dv = g.sdpa_backward(
+            q=t["q"], k=t["k"], v=t["v"], o=t["o"], dO=t["dO"], stats=t["stats"],
+            name="sdpa_backward", **opts,
+        )  # fmt: skip
+        t["dq"] = self._output(dq, qs, io)
+        t["dk"] = self._output(dk, ks, io)
+        t["dv"] = self._output(dv, vs, io)
+        return t
 
     # cuDNN's batch-norm engines are written for channels-last (NHWC) activations (every
     # frontend sample uses them). (N, C) input is (N, C, 1, 1), where NCHW and NHWC are the

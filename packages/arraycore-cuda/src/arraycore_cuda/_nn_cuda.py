@@ -27,7 +27,12 @@ from ._kernels import DTYPES, CudaKernels
 Array = Any
 
 #: The ``xp.nn`` entries with code of their own here (cuDNN first, then the reference).
-OWN_NN = ("batch_norm", "batch_norm_backward")
+OWN_NN = (
+    "batch_norm",
+    "batch_norm_backward",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
+)
 
 #: The namespace entries :meth:`CudaNN.table` overrides.
 NN_OVERRIDES = OWN_NN + SHARED_NN
@@ -107,3 +112,93 @@ class CudaNN(KernelHost):
                 return dx, dgamma, dbeta
         dx, dgamma, dbeta = self.shared_batch_norm_backward(dy, x, gamma, mean, inv_std)
         return dx, dgamma, dbeta
+
+    # -- attention: cuDNN's flash attention for half precision, else the shared fused kernels ---
+    def _cudnn_layout(self, q: Any, k: Any, v: Any, mask: Any) -> Any:
+        """``(q, k, v, bias)`` as the 4-D (b, h, s, d) arrays and additive (1|b, 1|h, sq, skv)
+        bias cuDNN's SDPA graph takes (a boolean mask becomes 0 / -inf), or None where the
+        shapes do not fit it (more than two leading axes)."""
+        cp = self._cp
+        lead = tuple(int(s) for s in q.shape[:-2])
+        if len(lead) > 2:
+            return None
+        four = (1,) * (2 - len(lead))
+        q4, k4, v4 = (a.reshape(*four, *a.shape) for a in (q, k, v))
+        if mask is None:
+            return q4, k4, v4, None
+        bias = mask
+        if mask.dtype == cp.bool_:
+            bias = cp.where(mask, 0.0, -cp.inf).astype(q.dtype)
+        bias = bias.reshape((1,) * (4 - bias.ndim) + tuple(bias.shape))
+        rows = (int(q.shape[-2]), int(k.shape[-2]))
+        bias = cp.ascontiguousarray(cp.broadcast_to(bias, (*bias.shape[:2], *rows)))
+        return q4, k4, v4, bias
+
+    def scaled_dot_product_attention(
+        self,
+        q: Array,
+        k: Array,
+        v: Array,
+        mask: Array | None = None,
+        *,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout_mask: Array | None = None,
+        recompute: bool | None = None,
+    ) -> tuple[Array, Array]:
+        """cuDNN's SDPA (flash attention) for float16/bfloat16 without dropout, the rows'
+        log-sum-exp kept in float32; else :meth:`shared_scaled_dot_product_attention`."""
+        op = "scaled_dot_product_attention"
+        xp = self._kernel_xp(op, *(a for a in (q, k, v, mask, dropout_mask) if a is not None))
+        factor = _nn.check_attention(op, xp, q, k, v, mask, dropout_mask, scale)
+        if self.cudnn is not None and dropout_mask is None and recompute is not False:
+            laid = self._cudnn_layout(q, k, v, mask)
+            found = None if laid is None else self.cudnn.attention(*laid, causal, factor)
+            if found is not None:
+                out, stats = found
+                return out.reshape(*q.shape[:-1], v.shape[-1]), stats.reshape(q.shape[:-1])
+        out, saved = self.shared_scaled_dot_product_attention(
+            q, k, v, mask, scale=scale, causal=causal, dropout_mask=dropout_mask,
+            recompute=recompute,
+        )  # fmt: skip
+        return out, saved
+
+    def scaled_dot_product_attention_backward(
+        self,
+        dy: Array,
+        q: Array,
+        k: Array,
+        v: Array,
+        out: Array,
+        saved: Array,
+        mask: Array | None = None,
+        *,
+        scale: float | None = None,
+        causal: bool = False,
+        dropout_mask: Array | None = None,
+    ) -> tuple[Array, Array, Array]:
+        """cuDNN's SDPA backward where the forward ran on cuDNN (float32 stats beside half
+        precision q); else :meth:`shared_scaled_dot_product_attention_backward`."""
+        op = "scaled_dot_product_attention_backward"
+        given = (dy, q, k, v, out, saved, mask, dropout_mask)
+        xp = self._kernel_xp(op, *(a for a in given if a is not None))
+        factor, has_p = _nn.check_attention_backward(
+            xp, dy, q, k, v, out, saved, mask, dropout_mask, scale
+        )
+        cudnn_stats = not has_p and saved.dtype != q.dtype and dropout_mask is None
+        if self.cudnn is not None and cudnn_stats:
+            laid = self._cudnn_layout(q, k, v, mask)
+            if laid is not None:
+                q4, k4, v4, bias = laid
+                shape4 = (*q4.shape[:3], int(v.shape[-1]))
+                found = self.cudnn.attention_backward(
+                    dy.reshape(shape4), q4, k4, v4, out.reshape(shape4),
+                    saved.reshape(*q4.shape[:3], 1), bias, causal, factor,
+                )  # fmt: skip
+                if found is not None:
+                    dq, dk, dv = found
+                    return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)
+        dq, dk, dv = self.shared_scaled_dot_product_attention_backward(
+            dy, q, k, v, out, saved, mask, scale=scale, causal=causal, dropout_mask=dropout_mask
+        )
+        return dq, dk, dv

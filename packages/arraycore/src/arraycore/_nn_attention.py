@@ -12,7 +12,8 @@ with every key masked out has no defined attention and gives NaN, as PyTorch's m
 probabilities before the product with ``v``; the caller draws it.
 
 The forward pass returns ``(out, saved)`` where ``saved`` is what backward needs besides the
-inputs: either each row's log-sum-exp ``(..., Tq)`` (backward recomputes the probabilities
+inputs: either each row's log-sum-exp ``(..., Tq)``, in q's dtype or (cuDNN's, for half
+precision) float32 (backward recomputes the probabilities
 from it with one more product, as memory-efficient and flash attention do) or the probabilities
 themselves ``(..., Tq, Tk)``. The reference keeps the probabilities for small score matrices
 and the log-sum-exp from :data:`RECOMPUTE_ELEMENTS` on (``recompute=`` decides instead); fused
@@ -121,7 +122,7 @@ def check_attention_backward(
     probabilities (else the rows' log-sum-exp)."""
     op = BACKWARD
     factor = check_attention(op, xp, q, k, v, mask, dropout_mask, scale)
-    check_float(op, xp, q=q, dy=dy, out=out, saved=saved)
+    check_float(op, xp, q=q, dy=dy, out=out)
     want = (*_shape(q)[:-1], int(v.shape[-1]))
     for name, a in (("dy", dy), ("out", out)):
         if _shape(a) != want:
@@ -132,7 +133,14 @@ def check_attention_backward(
             f"{op}: saved has shape {_shape(saved)}, expected the rows' log-sum-exp {rows} or "
             f"the probabilities {scores} that the forward pass returned"
         )
-    return factor, _shape(saved) == scores
+    has_p = _shape(saved) == scores
+    isdtype = getattr(xp, "isdtype", xp)
+    if saved.dtype != q.dtype and (has_p or not isdtype(saved.dtype, "real floating")):
+        raise TypeError(
+            f"{op}: saved has dtype {saved.dtype}; the probabilities have q's dtype {q.dtype}, "
+            f"the log-sum-exp q's dtype or a wider float"
+        )
+    return factor, has_p
 
 
 def _scores(
@@ -220,7 +228,8 @@ def scaled_dot_product_attention_backward(
         p = saved
     else:
         p = _scores(xp, q, k, mask, bool(causal), factor)
-        p -= xp.expand_dims(saved, axis=-1)
+        lse = saved if saved.dtype == q.dtype else xp.astype(saved, q.dtype)
+        p -= xp.expand_dims(lse, axis=-1)
         p = xp.exp(p)
     kept = p if dropout_mask is None else p * dropout_mask
     dv = xp.matmul(xp.matrix_transpose(kept), dy)

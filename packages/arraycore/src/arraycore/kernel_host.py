@@ -736,7 +736,7 @@ class KernelHost(ABC):
             xp.isdtype, dy, q, k, v, out, saved, mask, dropout_mask, scale
         )
         plan = self._attn_plan(q, k, v)
-        if plan is None or has_p:
+        if plan is None or has_p or saved.dtype != q.dtype:
             return _nn.scaled_dot_product_attention_backward(
                 xp, dy, q, k, v, out, saved, mask, scale=scale, causal=causal,
                 dropout_mask=dropout_mask,
