@@ -38,13 +38,23 @@ class Parameter(Expr):
     ``lr_multiplier`` (the learning rate is scaled by it; ``0.0`` freezes the parameter while it
     still receives a gradient).
 
+    :meth:`freeze` (or ``frozen = True``; :meth:`nnlayers.layers.Layer.freeze` for a whole
+    layer) stops training a weight for fine-tuning: it is then not ``trainable``, gets no
+    gradient and no update, and models built before the change follow it at their next step.
+    :meth:`unfreeze` undoes it; state (``trainable=False`` from the start) stays state.
+
     >>> import numpy as np
     >>> W = Parameter(np.zeros((3, 2)), name="W")
     >>> W.shape, W.dtype.name, W.trainable
     ((3, 2), 'float32', True)
+    >>> W.freeze().trainable, W.unfreeze().trainable
+    (False, True)
     """
 
-    __slots__ = ("_value", "grad", "trainable", "weight_decay", "lr_multiplier", "owner", "_home")
+    __slots__ = (
+        "_value", "grad", "_trainable", "_frozen", "weight_decay", "lr_multiplier", "owner",
+        "_home",
+    )  # fmt: skip
 
     def __init__(
         self,
@@ -75,7 +85,8 @@ class Parameter(Expr):
         super().__init__(None, (), Spec(tuple(int(d) for d in value_shape(stored)), dt), name)
         self._value = stored
         self.grad: Any = None
-        self.trainable = trainable
+        self._trainable = bool(trainable)
+        self._frozen = False
         if weight_decay is not None and weight_decay < 0:
             raise ValueError(f"Parameter {name!r}: weight_decay must be >= 0, got {weight_decay}")
         if lr_multiplier < 0:
@@ -127,6 +138,39 @@ class Parameter(Expr):
             weight_decay=weight_decay,
             lr_multiplier=lr_multiplier,
         )
+
+    # -- training or not --------------------------------------------------------------------------
+    @property
+    def trainable(self) -> bool:
+        """Whether training updates it: a weight that is not frozen (state such as batch-norm
+        running statistics, made with ``trainable=False``, never is)."""
+        return self._trainable and not self._frozen
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        self._trainable = bool(value)
+        _changed()
+
+    @property
+    def frozen(self) -> bool:
+        """Whether :meth:`freeze` holds it fixed (``trainable`` is then False)."""
+        return self._frozen
+
+    @frozen.setter
+    def frozen(self, value: bool) -> None:
+        if bool(value) != self._frozen:
+            self._frozen = bool(value)
+            _changed()
+
+    def freeze(self) -> Parameter:
+        """Hold the value fixed: no gradient, no update (fine-tuning). Returns ``self``."""
+        self.frozen = True
+        return self
+
+    def unfreeze(self) -> Parameter:
+        """Train it again (a weight; state stays state). Returns ``self``."""
+        self.frozen = False
+        return self
 
     @property
     def value(self) -> Any:
@@ -202,8 +246,27 @@ class Parameter(Expr):
         xp.inplace.copy(new, out=self._value)
 
     def __repr__(self) -> str:
-        label = "Parameter" if self.trainable else "Parameter (not trainable)"
+        label = "Parameter"
+        if self._frozen:
+            label = "Parameter (frozen)"
+        elif not self._trainable:
+            label = "Parameter (not trainable)"
         return f"<{label} {self.name!r} {self.spec}>"
+
+
+#: Bumped whenever a parameter's ``trainable`` or ``frozen`` changes: a model compares it at
+#: each step (one integer comparison) and rebuilds its gradient graph only when it moved.
+_VERSION = [0]
+
+
+def _changed() -> None:
+    _VERSION[0] += 1
+
+
+def trainable_version() -> int:
+    """A counter that changes whenever any parameter is frozen, unfrozen or made (not)
+    trainable."""
+    return _VERSION[0]
 
 
 def value_shape(value: Any) -> tuple[int, ...]:

@@ -69,6 +69,10 @@ class Layer:
     snake case; :class:`nnlayers.models.Model` makes clashing names unique). ``seed`` fixes the
     initial values; without it the layer takes the next seed of :func:`nnlayers.seed`'s sequence
     when it is built.
+
+    :meth:`freeze` (Keras's ``layer.trainable = False``) holds every parameter of the layer and
+    its parts fixed for fine-tuning, including those it makes later; a frozen batch-norm layer
+    also stops updating its running statistics and normalises with them, as Keras does.
     """
 
     def __init__(self, *, name: str | None = None, seed: int | None = None) -> None:
@@ -79,6 +83,7 @@ class Layer:
         self._parts: dict[str, Layer] = {}
         self._rng: np.random.Generator | None = None
         self.input_spec: Spec | None = None
+        self._frozen = False
 
     # -- application ------------------------------------------------------------------------
     def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
@@ -140,6 +145,8 @@ class Layer:
             lr_multiplier=lr_multiplier,
         )
         p.owner = self
+        if self.__dict__.get("_frozen", False):
+            p.freeze()
         self._params[name] = p
         return p
 
@@ -149,6 +156,8 @@ class Layer:
         layer's name (``f"{self.name}/{key}"``) and seed it with :meth:`child_seed`."""
         self._parts[key] = layer
         setattr(self, key, layer)
+        if self.__dict__.get("_frozen", False):
+            layer.freeze()
         return layer
 
     def child_seed(self, index: int) -> int | None:
@@ -173,6 +182,40 @@ class Layer:
                     seen.add(id(p))
                     yield p
 
+    # -- fine-tuning ------------------------------------------------------------------------
+    @property
+    def trainable(self) -> bool:
+        """False once :meth:`freeze` was called (and not undone); setting it freezes or
+        unfreezes, as in Keras."""
+        return not self.__dict__.get("_frozen", False)
+
+    @trainable.setter
+    def trainable(self, value: bool) -> None:
+        if value:
+            self.unfreeze()
+        else:
+            self.freeze()
+
+    def freeze(self) -> Layer:
+        """Hold every parameter of this layer and its parts fixed (no gradient, no update; a
+        batch-norm layer keeps its running statistics and uses them). Parameters the layer
+        makes later are frozen too. Models already built follow at their next step. Returns
+        ``self``."""
+        self._set_frozen(True)
+        return self
+
+    def unfreeze(self) -> Layer:
+        """Undo :meth:`freeze` for this layer and its parts. Returns ``self``."""
+        self._set_frozen(False)
+        return self
+
+    def _set_frozen(self, frozen: bool) -> None:
+        self._frozen = frozen
+        for p in self._params.values():
+            p.frozen = frozen
+        for layer in self.sublayers():
+            layer._set_frozen(frozen)
+
     @property
     def params(self) -> list[Parameter]:
         """Trainable parameters (empty until the layer has been applied), each listed once."""
@@ -180,7 +223,8 @@ class Layer:
 
     @property
     def buffers(self) -> list[Parameter]:
-        """Non-trainable state (batch-norm running statistics), each listed once."""
+        """Parameters not trained: state (batch-norm running statistics) and frozen weights,
+        each listed once."""
         return [p for p in self._all_parameters() if not p.trainable]
 
     def __getattr__(self, name: str) -> Any:

@@ -22,7 +22,7 @@ from ..graph.graph import Graph, check_feed_dtype, check_labels
 from ..graph.topo import topological_order
 from ..mixed_precision import LossScaler, Policy, as_policy, autocast
 from ..ops.math.comparison import astype
-from ..parameter import Parameter
+from ..parameter import Parameter, trainable_version
 
 Batch = Sequence[Any]
 
@@ -85,6 +85,7 @@ class Model:
         self._check_inputs(nodes)
         everything = _unique(n for n in nodes if isinstance(n, Parameter))
         unique_names(everything)
+        self._everything = everything
         self.params = [p for p in everything if p.trainable]
         self.buffers = [p for p in everything if not p.trainable]
         half = [p for p in self.params if p.dtype.kind == "f" and p.dtype.itemsize == 2]
@@ -98,14 +99,11 @@ class Model:
                 PrecisionWarning,
                 stacklevel=2,
             )
-        self.wrt = self.params if wrt is None else list(wrt)
-        wrt_nodes: list[Expr] = list(self.wrt)
-        self.graph = Graph(
-            [self.loss, *self.metrics.values()],
-            wrt_nodes,
-            seed=seed,
-            check_finite=check_finite,
-        )
+        self._chosen = None if wrt is None else list(wrt)
+        self._check_finite = check_finite
+        self._trainable_version = trainable_version()
+        self.wrt = self.params if wrt is None else [p for p in wrt if p.trainable]
+        self.graph = self._training_graph()
         self.xp = self.graph.xp
         # the training graph's own placeholders: an input only the outputs read is not fed to it
         used = {id(p) for p in self.graph.placeholders}
@@ -115,6 +113,44 @@ class Model:
         self.epoch = 0
         self.history: Any = None
         self.optimizer = optimizer
+
+    def _training_graph(self) -> Graph:
+        wrt_nodes: list[Expr] = list(self.wrt)
+        return Graph(
+            [self.loss, *self.metrics.values()],
+            wrt_nodes,
+            seed=self.seed,
+            check_finite=self._check_finite,
+        )
+
+    def _follow_freezing(self) -> None:
+        """After parameters were frozen or unfrozen (:meth:`nnlayers.Parameter.freeze`,
+        :meth:`nnlayers.layers.Layer.freeze`): re-split :attr:`params` and :attr:`buffers` and,
+        if what is trained changed, rebuild the gradient graph (no backward through frozen
+        parts that nothing trainable needs). The optimiser stays bound to frozen weights too
+        (it skips them), so their state survives until they are unfrozen."""
+        self._trainable_version = trainable_version()
+        everything = self._everything
+        params = [p for p in everything if p.trainable]
+        chosen = self._chosen
+        wrt = params if chosen is None else [p for p in chosen if p.trainable]
+        self.params = params
+        self.buffers = [p for p in everything if not p.trainable]
+        if [id(p) for p in wrt] == [id(p) for p in self.wrt]:
+            return
+        kept = {id(p) for p in wrt}
+        for p in self.wrt:
+            if id(p) not in kept:
+                p.grad = None  # a stale gradient must not reach an optimiser
+        self.wrt = wrt
+        old = self.graph
+        self.graph = self._training_graph()
+        self.graph.state.rng = old.state.rng
+        if old.state.training:
+            self.graph.train()
+        else:
+            self.graph.eval()
+
 
     def _check_inputs(self, nodes: list[Expr]) -> None:
         needed = [n for n in topological_order([self.loss, *self.metrics.values()])]
@@ -136,7 +172,13 @@ class Model:
     def optimizer(self, optimizer: Any) -> None:
         self._optimizer = optimizer
         if optimizer is not None:
-            bind_optimizer(optimizer, self.wrt)
+            bind_optimizer(optimizer, self._weights())
+
+    def _weights(self) -> list[Parameter]:
+        """What the optimiser is bound to: the weights trained now and the frozen ones (which
+        it skips), so that freezing and unfreezing keep every parameter's optimiser state."""
+        chosen = self._everything if self._chosen is None else self._chosen
+        return [p for p in chosen if p.trainable or p.frozen]
 
     def optimizers(self) -> dict[str, Any]:
         """Every optimiser by name (saved in checkpoints): ``{"optimizer": ...}`` here."""
@@ -187,6 +229,8 @@ class Model:
 
     def forward(self, *batch: Any) -> list[Any]:
         """Loss and metrics (backend scalars) for one batch, keeping what backward needs."""
+        if self._trainable_version != trainable_version():
+            self._follow_freezing()
         return self.graph.forward(self._fill(batch))  # type: ignore[no-any-return]
 
     def gradients(self, *batch: Any) -> dict[Parameter, Any]:
@@ -199,6 +243,14 @@ class Model:
         scalars (nothing is copied to the host)."""
         if self._optimizer is None:
             self._require_optimizer()
+        if self._trainable_version != trainable_version():
+            self._follow_freezing()
+        if not self.wrt:
+            raise GraphError(
+                f"train_step: every parameter of this {type(self).__name__} is frozen or not "
+                "trainable, so there is nothing to train; unfreeze a layer "
+                "(layer.unfreeze() or layer.trainable = True)"
+            )
         values = self.graph.forward(self._fill(batch))
         scaler = self.loss_scaler
         if scaler is None:
@@ -325,12 +377,34 @@ class Model:
         """Host copies of every parameter and buffer by name (for checkpoints)."""
         return {str(p.name): p.numpy() for p in [*self.params, *self.buffers]}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(self, state: Mapping[str, Any], *, strict: bool = True) -> Any:
         """Set every parameter and buffer from ``state``; all names and shapes are checked
-        first, so a mismatch raises ``ValueError`` and changes nothing."""
-        check_state(self.state_dict_spec(), state)
+        first, so a mismatch raises ``ValueError`` and changes nothing.
+
+        ``strict=False`` loads the names both have and returns the rest as
+        :class:`nnlayers.train.checkpoints.IncompatibleKeys` ``(missing, unexpected)``, as
+        PyTorch does; a shape mismatch is still an error naming the parameter."""
+        from ..train.checkpoints import IncompatibleKeys
+
+        spec = self.state_dict_spec()
+        missing = sorted(set(spec) - set(state))
+        unexpected = sorted(set(state) - set(spec))
+        if not strict:
+            spec = {k: v for k, v in spec.items() if k in state}
+            state = {k: v for k, v in state.items() if k in spec}
+        check_state(spec, state)
         for p in [*self.params, *self.buffers]:
-            p.assign(np.asarray(state[p.name]))  # type: ignore[index]
+            if p.name in state:
+                p.assign(np.asarray(state[p.name]))  # type: ignore[index]
+        return IncompatibleKeys(missing, unexpected)
+
+    def load_weights(self, path: Any, *, strict: bool = True) -> Any:
+        """Load the parameters and buffers of a checkpoint (pretrained weights; no optimiser
+        state, epoch or history): :func:`nnlayers.train.checkpoints.load_weights`, which with
+        ``strict=False`` loads what fits by name and returns ``(missing, unexpected)``."""
+        from ..train.checkpoints import load_weights
+
+        return load_weights(self, path, strict=strict)
 
     def state_dict_spec(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """Name -> (shape, dtype) of every parameter and buffer."""

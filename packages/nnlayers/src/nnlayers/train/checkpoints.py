@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -232,3 +232,42 @@ def _history(text: Any, path: Any) -> History:
         if not isinstance(epoch, int) or epoch < 1:
             raise fail(f"record {i}: epoch {epoch!r} is not an int >= 1")
     return History(records)
+
+
+class IncompatibleKeys(NamedTuple):
+    """What :func:`load_weights` with ``strict=False`` left out (PyTorch's ``missing_keys`` and
+    ``unexpected_keys``): the model's parameters the file has no entry for (they keep their
+    values) and the file's entries the model has no parameter for (ignored)."""
+
+    missing: list[str]
+    unexpected: list[str]
+
+
+def load_weights(model: Any, path: str | Path, *, strict: bool = True) -> IncompatibleKeys:
+    """Load only the parameters and buffers of the checkpoint ``path`` into ``model`` (no
+    optimiser state, epoch or history): the pretrained weights for fine-tuning.
+
+    With ``strict=True`` the file must hold exactly the model's parameters. With
+    ``strict=False`` (a model that differs in some layers: a new classifier head, a layer
+    added or removed) the names both have are loaded and the rest are reported in the returned
+    :class:`IncompatibleKeys`. A name both have with another shape or dtype is a
+    :class:`~nnlayers.checkpoint.CheckpointError` naming it either way, and on any error
+    nothing in the model has changed.
+    """
+    tensors, _ = load_checkpoint(path)
+    weights = {k[len(_MODEL) :]: v for k, v in tensors.items() if k.startswith(_MODEL)}
+    if not weights and tensors:
+        raise CheckpointError(
+            f"checkpoint {path} holds no model weights (no 'model/...' entries); it was not "
+            "written by nnlayers.train.save or Model.save"
+        )
+    targets = {str(p.name): p.value for p in [*model.params, *model.buffers]}
+    missing = sorted(set(targets) - set(weights))
+    unexpected = sorted(set(weights) - set(targets))
+    if strict:
+        _check_weights(targets, weights, path)
+    else:
+        targets = {k: v for k, v in targets.items() if k in weights}
+        _check_weights(targets, {k: weights[k] for k in targets}, path)
+    restore_into(targets, weights, path, strict=False)
+    return IncompatibleKeys(missing, unexpected)

@@ -27,7 +27,8 @@ class BatchNorm(Op):
     Inputs: ``x, gamma, beta, running_mean, running_var`` (the last four of shape ``(C,)``).
     In the train phase it normalises with the batch statistics and updates the running ones in
     place (``running = (1 - momentum) * running + momentum * batch``, unbiased variance); in the
-    eval phase it normalises with the running statistics.
+    eval phase, and in the train phase while the running statistics are frozen (a frozen
+    layer, for fine-tuning), it normalises with the running statistics.
     """
 
     fresh_grads = True
@@ -41,9 +42,12 @@ class BatchNorm(Op):
     fresh_output = True
     nondiff_inputs = (3, 4)
 
-    def __init__(self, momentum: float, eps: float) -> None:
+    def __init__(self, momentum: float, eps: float, running: Any = None) -> None:
         self.momentum = momentum
         self.eps = eps
+        # the running-mean Parameter: while it is frozen (a frozen BatchNorm layer), the train
+        # phase normalises with the running statistics and leaves them as they are (Keras)
+        self.running = running
 
     def infer(self, x: Spec, gamma: Spec, beta: Spec, mean: Spec, var: Spec) -> Spec:
         require_float(self.name, x, gamma, beta, mean, var)
@@ -69,7 +73,8 @@ class BatchNorm(Op):
     def forward(
         self, xp: ArrayNamespace, x: Any, gamma: Any, beta: Any, running_mean: Any, running_var: Any
     ) -> tuple[Any, Any]:
-        if self.state.training:
+        running = self.running
+        if self.state.training and (running is None or not running.frozen):
             count = math.prod(x.shape) // max(int(self.channels or 1), 1)  # batch size varies
             if count < 2 and math.prod(x.shape) > 0:
                 # PyTorch refuses too: a variance of one value is 0, and the running variance
@@ -139,7 +144,8 @@ def batch_norm(
     """Batch normalisation of (N, C) or (N, C, H, W) ``x`` (per channel ``C``).
 
     ``running_mean`` and ``running_var`` are non-trainable :class:`nnlayers.Parameter` objects
-    (``trainable=False``) that the train phase updates in place; the eval phase uses them.
+    (``trainable=False``) that the train phase updates in place; the eval phase uses them, and so
+    does the train phase while they are frozen (:meth:`nnlayers.Parameter.freeze`).
     """
     from ...parameter import Parameter
 
@@ -149,7 +155,7 @@ def batch_norm(
                 f"batch_norm: {what} must be a Parameter(..., trainable=False), which the train "
                 f"phase updates in place; got {stat!r}"
             )
-    return BatchNorm(momentum, eps)(x, gamma, beta, running_mean, running_var)
+    return BatchNorm(momentum, eps, running_mean)(x, gamma, beta, running_mean, running_var)
 
 
 class LayerNorm(Op):
