@@ -26,6 +26,8 @@ import numpy as np
 import arraycore
 from arraycore import ArrayNamespace
 
+from .augment import as_transform, epoch_seed
+
 Batch = tuple[Any, ...]
 _LAST_BATCH = ("keep", "drop", "pad")
 
@@ -74,6 +76,10 @@ class Feed:
       order (every batch then has the same shape, which compiled graphs like).
     - ``xp``: the namespace to move batches to (default: the active one, resolved when
       iteration starts).
+    - ``augment``: a transform of :mod:`nnlayers.augment` (random crops, flips, shifts) or a list
+      of them, applied on the device to the inputs (the first array) of every batch, with a
+      random generator of the backend seeded from ``seed`` and the epoch: an epoch's augmented
+      batches are the same every run, and after a resume.
 
     ``len(feed)`` is the number of batches per epoch; ``feed.epoch`` the epoch that the next
     iteration produces (1 at first, then counting up by one per iteration).
@@ -89,8 +95,10 @@ class Feed:
         last_batch: str = "keep",
         *,
         xp: ArrayNamespace | None = None,
+        augment: Any = None,
     ) -> None:
         self.batch_size = _check_batch_size("Feed", batch_size)
+        self.augment = as_transform(augment)
         self.last_batch = _check_last_batch("Feed", last_batch)
         self.seed = _check_seed("Feed", seed)
         self.shuffle = bool(shuffle)
@@ -179,6 +187,8 @@ class Feed:
             xp = arraycore.namespace()
         order = self.order(epoch)
         n, b = self.num_examples, self.batch_size
+        augment = self.augment
+        rng = None if augment is None else xp.random.default_rng(epoch_seed(self.seed, epoch))
         for start in range(0, n, b):
             index = order[start : start + b]
             if len(index) < b:
@@ -194,13 +204,16 @@ class Feed:
                     batch.append(xp.asarray(part))
                 else:
                     batch.append(xp.take(array, xp.asarray(index), axis=0))
+            if augment is not None:
+                batch[0] = augment(batch[0], rng)
             yield tuple(batch)
 
     def __repr__(self) -> str:
         shapes = ", ".join(str(tuple(a.shape)) for a in self.arrays)
+        extra = "" if self.augment is None else f", augment={self.augment!r}"
         return (
             f"Feed({shapes}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
-            f"seed={self.seed}, last_batch={self.last_batch!r}, epoch={self._epoch})"
+            f"seed={self.seed}, last_batch={self.last_batch!r}, epoch={self._epoch}{extra})"
         )
 
 
