@@ -139,7 +139,8 @@ def _run(
     same = np.array_equal(fresh.predict(test.inputs), model.predict(test.inputs))
     print(
         f"held-out accuracy {scores['accuracy']:.2%} (loss {scores['loss']:.4f}) after "
-        f"{model.epoch} epochs, {len(history)} recorded; {model.summary().splitlines()[-1]}"
+        f"{model.epoch} epochs, {len(history)} recorded; "
+        f"{sum(p.size for p in model.params):,} trainable parameters"
     )
     print(f"saved {checkpoint} (reloaded: {'same' if same else 'DIFFERENT'} predictions)")
     print(f"saved {curves}")

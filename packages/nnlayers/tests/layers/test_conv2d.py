@@ -7,7 +7,10 @@ import pytest
 
 import nnlayers
 import nnlayers.expr as ex
-from nnlayers.layers import Conv2D
+from nnlayers.errors import FeedError
+from nnlayers.layers import Affine, Conv2D, Conv2DTranspose, Flatten, Sequential
+from nnlayers.models import Classifier
+from nnlayers.optim import SGD
 
 
 @pytest.mark.parametrize(
@@ -46,3 +49,21 @@ def test_conv2d_needs_images_with_known_channels() -> None:
         Conv2D(4, 3)(ex.placeholder((None, None, 8, 8)))
     with pytest.raises(ValueError, match="kernel_size"):
         Conv2D(4, 0)
+
+
+@pytest.mark.parametrize("layer", [Conv2D(4, 3), Conv2DTranspose(4, 3)])
+def test_channels_last_input_is_a_clear_error(layer) -> None:
+    """Keras's layout given to a channels-first layer: the error names the axis that looks like
+    the channels and the transpose; channels-first input of the same sizes is fine."""
+    with pytest.raises(
+        ValueError, match=r"looks channels-last \(N, H, W, C\): axis 3 \(of size 3\)"
+    ):
+        layer(ex.placeholder((None, 32, 32, 3), name="x"))
+    assert layer(ex.placeholder((None, 3, 32, 32), name="y")).shape[1] == 4
+
+
+def test_a_channels_last_feed_names_the_transpose() -> None:
+    net = Sequential([Conv2D(4, 3, padding="same"), Flatten(), Affine(2)], seed=0)
+    model = Classifier(net, (3, 8, 8), optimizer=SGD(0.1))
+    with pytest.raises(FeedError, match=r"looks channels-last .* x\.transpose\(0, 3, 1, 2\)"):
+        model.train_step((np.zeros((2, 8, 8, 3), "float32"), np.zeros(2, "int64")))

@@ -152,7 +152,7 @@ def test_everything_frozen_is_a_clear_error() -> None:
     net = Sequential([Affine(2)], seed=0)
     model = Classifier(net, (3,), optimizer=SGD(0.1))
     net.freeze()
-    with pytest.raises(GraphError, match="every parameter .* is frozen"):
+    with pytest.raises(GraphError, match=r"every parameter .* is frozen"):
         model.train_step((np.ones((4, 3), "float32"), np.zeros(4, "int64")))
 
 

@@ -244,7 +244,8 @@ class Graph:
                 w is not None and w != s for w, s in zip(want, shape, strict=True)
             ):
                 raise FeedError(
-                    f"feed: {node.describe()} expects shape {format_shape(want)}, got {format_shape(shape)}"
+                    f"feed: {node.describe()} expects shape {format_shape(want)}, got "
+                    f"{format_shape(shape)}{channels_last_hint(shape, want)}"
                 )
             shapes[i] = shape
         plan = Plan(
@@ -361,3 +362,20 @@ def check_labels(node: Expr, value: Any, classes: int, reader: str) -> None:
             f"feed: {node.describe()} holds class labels for {reader}, which must be in "
             f"[0, {classes}); got {shown}{more}"
         )
+
+
+def channels_last_hint(shape: tuple[int, ...], want: tuple[Any, ...]) -> str:
+    """For a feed of channels-last images given to a channels-first placeholder (Keras's and
+    TensorFlow's habit), a sentence saying so and how to transpose; else ``""``."""
+    n = len(shape)
+    if n < 3 or len(want) != n:
+        return ""
+    moved = (shape[0], shape[-1], *shape[1:-1])
+    if all(w is None or w == s for w, s in zip(want, moved, strict=True)):
+        order = (0, n - 1, *range(1, n - 1))
+        return (
+            f": it looks channels-last (axis {n - 1}, of size {shape[-1]}, would be the "
+            f"channels); nnlayers is channels-first (N, C, H, W), as PyTorch: feed "
+            f"x.transpose{order}"
+        )
+    return ""

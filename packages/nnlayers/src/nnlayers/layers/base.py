@@ -239,6 +239,18 @@ class Layer:
             )
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    def summary(
+        self, input_shape: Any = None, *, print_fn: Callable[[str], Any] = print, **options: Any
+    ) -> None:
+        """Print a table of this layer and its parts (output shape, parameter count) and the
+        totals, as Keras's ``model.summary()``, without running anything. ``input_shape`` is one
+        example's shape (no batch axis), needed until the layer has been applied; ``options``
+        as :func:`nnlayers.summary` (``depth=``, ``input_dtype=``, ``call_kwargs=``), which
+        returns the table instead; ``print_fn`` receives the whole text."""
+        from ..summary import summary
+
+        print_fn(str(summary(self, input_shape, **options)))
+
     def __repr__(self) -> str:
         config = self.config()
         args = ", ".join(f"{k}={v!r}" for k, v in config.items())
@@ -271,4 +283,20 @@ def require_ndim(layer: Layer, spec: Spec, ndims: tuple[int, ...], layout: str) 
         raise ValueError(
             f"{type(layer).__name__} {layer.name!r}: needs {layout} inputs, got shape "
             f"{format_shape(spec.shape)}"
+        )
+
+
+def require_images(layer: Layer, spec: Spec) -> None:
+    """Raise a clear error unless the input is NCHW images: 4 axes, and not what looks like
+    channels-last images (Keras's habit: ``(N, 32, 32, 3)``, a square image in axes 1-2 and 1,
+    3 or 4 channels last), which a channels-first layer would silently read as 32 channels of
+    32x3 pixels."""
+    require_ndim(layer, spec, (4,), "NCHW image")
+    _, h, w, c = spec.shape
+    if c in (1, 3, 4) and h is not None and h == w and h >= 8:
+        raise ValueError(
+            f"{type(layer).__name__} {layer.name!r}: input {format_shape(spec.shape)} looks "
+            f"channels-last (N, H, W, C): axis 3 (of size {c}) looks like the channels and "
+            f"axes 1-2 like {h}x{w} images. nnlayers is channels-first (N, C, H, W), as PyTorch: "
+            f"give the model input_shape ({c}, {h}, {w}) and feed x.transpose(0, 3, 1, 2)"
         )

@@ -9,7 +9,7 @@ from arraycore.nn_shapes import int_arg, padding_arg, pair
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from ..ops.nn.convolution import conv2d
-from .base import Activation, Layer, float_dtype, get_activation, known, require_ndim
+from .base import Activation, Layer, float_dtype, get_activation, known, require_images
 
 
 class Conv2D(Layer):
@@ -61,7 +61,7 @@ class Conv2D(Layer):
         self.weight_decay = weight_decay
 
     def build(self, spec: Spec) -> None:
-        require_ndim(self, spec, (4,), "NCHW image")
+        require_images(self, spec)
         (channels,) = known(self, spec, (1,), "channel axis")
         dt = float_dtype(spec)
         shape = (self.filters, channels, *self.kernel_size)

@@ -10,7 +10,7 @@ from arraycore.nn_shapes import conv_transpose_padding, int_arg, output_padding_
 from ..expr.node import Expr
 from ..expr.spec import Spec
 from ..ops.nn.convolution import conv2d_transpose
-from .base import Activation, Layer, float_dtype, get_activation, known, require_ndim
+from .base import Activation, Layer, float_dtype, get_activation, known, require_images
 
 
 class Conv2DTranspose(Layer):
@@ -65,7 +65,7 @@ class Conv2DTranspose(Layer):
         self.weight_decay = weight_decay
 
     def build(self, spec: Spec) -> None:
-        require_ndim(self, spec, (4,), "NCHW image")
+        require_images(self, spec)
         (channels,) = known(self, spec, (1,), "channel axis")
         dt = float_dtype(spec)
         receptive = math.prod(self.kernel_size)

@@ -151,7 +151,6 @@ class Model:
         else:
             self.graph.eval()
 
-
     def _check_inputs(self, nodes: list[Expr]) -> None:
         needed = [n for n in topological_order([self.loss, *self.metrics.values()])]
         missing = [
@@ -427,18 +426,13 @@ class Model:
 
         return restore(self, path, weights_only=weights_only)  # type: ignore[no-any-return]
 
-    def summary(self) -> str:
-        """A table of the parameters: name, shape, count, and the totals."""
-        rows = [("parameter", "shape", "count")]
-        for p in [*self.params, *self.buffers]:
-            label = p.name if p.trainable else f"{p.name} (state)"
-            rows.append((str(label), str(tuple(p.shape)), f"{p.size:,}"))
-        widths = [max(len(r[i]) for r in rows) for i in range(3)]
-        lines = [f"{a:<{widths[0]}}  {b:<{widths[1]}}  {c:>{widths[2]}}" for a, b, c in rows]
-        lines.insert(1, "-" * len(lines[0]))
-        total = sum(p.size for p in self.params)
-        lines.append(f"trainable parameters: {total:,}")
-        return "\n".join(lines)
+    def summary(self, *, depth: int = 3, print_fn: Any = print) -> None:
+        """Print a table of the layers (output shape, parameter count) and the totals, as Keras's
+        ``model.summary()``: :func:`nnlayers.summary`, which returns it (rows and totals as
+        attributes) instead; ``print_fn`` receives the whole text (``logger.info``)."""
+        from ..summary import summary
+
+        print_fn(str(summary(self, depth=depth)))
 
     def __repr__(self) -> str:
         count = sum(p.size for p in self.params)
