@@ -162,6 +162,29 @@ class Warmup(Schedule):
         return target * fraction
 
 
+class Scaled(Schedule):
+    """Another schedule (or constant) times ``factor``, never pushed below ``min_lr`` by the
+    factor: ``max(factor * schedule(step), min(min_lr, schedule(step)))``.
+
+    :class:`nnlayers.train.ReduceLROnPlateau` lowers a scheduled learning rate this way: the
+    schedule keeps its shape, scaled down (a schedule that itself goes below ``min_lr``, such
+    as a cosine to 0, still does).
+
+    >>> [Scaled(StepDecay(1.0, step_size=10, gamma=0.5), 0.1, min_lr=0.06)(s) for s in (0, 10)]
+    [0.1, 0.06]
+    """
+
+    def __init__(self, schedule: LearningRate, factor: float, min_lr: float = 0.0) -> None:
+        self.schedule: Callable[[int], float] = as_schedule(schedule)
+        self.factor = _rate("Scaled", "factor", factor)
+        self.min_lr = _rate("Scaled", "min_lr", min_lr)
+
+    def value(self, step: int) -> float:
+        """The rate at ``step``."""
+        base = float(self.schedule(step))
+        return max(self.factor * base, min(self.min_lr, base))
+
+
 def as_schedule(lr: LearningRate) -> Callable[[int], float]:
     """``lr`` as a schedule: a number becomes :class:`Constant`, a callable stays as it is."""
     if callable(lr):

@@ -1,17 +1,22 @@
-"""Callbacks: code ``fit`` runs at the start and end of training and of every epoch.
+"""Callbacks: code ``fit`` runs at the start and end of training, of every epoch and, for
+callbacks that ask for it, of every batch.
 
 Subclass :class:`Callback` and override the hooks you need; ``self.model``, ``self.history``
 and ``self.state`` (set ``self.state.stop = True`` to stop after this epoch) are available.
-Nothing runs per step, so callbacks cost nothing while the device works.
+``fit`` looks once, when training begins, for callbacks that override the per-batch hooks
+(:meth:`Callback.on_train_batch_begin`, :meth:`Callback.on_train_batch_end`): without one,
+its step loop is exactly the loop without callbacks, and callbacks cost nothing while the
+device works.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -24,7 +29,11 @@ if TYPE_CHECKING:
 
 
 class Callback:
-    """Base class: every hook does nothing."""
+    """Base class: every hook does nothing.
+
+    Epochs and steps count from 1: ``on_epoch_begin(1)`` comes first, and the first batch of
+    each epoch is step 1 (Keras counts its ``batch`` argument from 0).
+    """
 
     state: TrainingState
 
@@ -47,12 +56,102 @@ class Callback:
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
         """After epoch ``epoch`` with its metrics (validation ones prefixed ``val_``)."""
 
+    def on_train_batch_begin(self, step: int) -> None:
+        """Before training step ``step`` of the epoch (1-based).
+
+        ``fit`` calls the per-batch hooks only of callbacks that override them (in the class,
+        or as an attribute of the instance), so keep them cheap: they run between device
+        steps, on the host.
+        """
+
+    def on_train_batch_end(self, step: int, logs: BatchLogs) -> None:
+        """After training step ``step`` of the epoch (1-based). ``logs`` holds the step's loss
+        and metrics as device scalars, brought to the host only if read (see
+        :class:`BatchLogs`), and the batch size, epoch and global step as host ints."""
+
     def on_train_end(self) -> None:
         """After the last epoch (also when training stops early or fails)."""
 
 
+class BatchLogs(Mapping[str, float]):
+    """One training step's loss and metrics, as :meth:`Callback.on_train_batch_end` sees them.
+
+    Reading a metric (``logs["loss"]``, ``dict(logs)``) copies all of the step's metrics from
+    the device in one transfer, which waits for the step to finish: a synchronisation, so do
+    it every ``N`` steps rather than every step. Later reads of the same ``logs`` are free.
+    ``logs.raw`` holds the device scalars themselves (no transfer); ``size`` (examples in the
+    batch), ``epoch``, ``step`` (1-based within the epoch) and ``global_step`` (see
+    :attr:`TrainingState.global_step`) are host ints.
+
+    >>> import numpy as np, arraycore
+    >>> logs = BatchLogs(arraycore.namespace("numpy"), ["loss"], [np.float32(0.5)], 32, 1, 1, 1)
+    >>> dict(logs), logs.size
+    ({'loss': 0.5}, 32)
+    """
+
+    __slots__ = ("_host", "_xp", "epoch", "global_step", "raw", "size", "step")
+
+    def __init__(
+        self,
+        xp: Any,
+        names: Sequence[str],
+        values: Sequence[Any],
+        size: int,
+        epoch: int,
+        step: int,
+        global_step: int,
+    ) -> None:
+        self._xp = xp
+        #: name -> the step's device scalar (nothing is copied to read these)
+        self.raw: dict[str, Any] = dict(zip(names, values))
+        self.size = size
+        self.epoch = epoch
+        self.step = step
+        self.global_step = global_step
+        self._host: dict[str, float] | None = None
+
+    def _fetch(self) -> dict[str, float]:
+        if self._host is None:
+            values = list(self.raw.values())
+            if all(isinstance(v, np.generic | np.ndarray | float | int) for v in values):
+                host = [float(v) for v in values]  # the NumPy backend: already on the host
+            else:
+                xp = self._xp
+                host = np.asarray(xp.to_numpy(xp.stack(values)), dtype=np.float64).tolist()
+            self._host = dict(zip(self.raw, host))
+        return self._host
+
+    def __getitem__(self, name: str) -> float:
+        if name not in self.raw:
+            raise KeyError(f"no metric {name!r} in this step's logs (have {', '.join(self.raw)})")
+        return self._fetch()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    def __repr__(self) -> str:
+        return (
+            f"<BatchLogs epoch {self.epoch} step {self.step}: {', '.join(self.raw)} "
+            f"({self.size} examples)>"
+        )
+
+
+def overrides(callback: Callback, hook: str) -> bool:
+    """Whether ``callback`` has its own ``hook`` (its class overrides it, or the instance has
+    it as an attribute) rather than :class:`Callback`'s, which does nothing."""
+    method = getattr(callback, hook)
+    return getattr(method, "__func__", method) is not getattr(Callback, hook)
+
+
 class CallbackList:
-    """Calls every callback's hook in order."""
+    """Calls every callback's hook in order.
+
+    Which callbacks have per-batch hooks is found once, here: :meth:`batch_step` wraps the
+    model's train step only if there are any.
+    """
 
     def __init__(self, callbacks: Sequence[Callback], state: TrainingState) -> None:
         self.callbacks = list(callbacks)
@@ -60,6 +159,41 @@ class CallbackList:
             if not isinstance(c, Callback):
                 raise TypeError(f"fit: callbacks must be Callback objects, got {c!r}")
             c.state = state
+        self._batch_begin = [c for c in self.callbacks if overrides(c, "on_train_batch_begin")]
+        self._batch_end = [c for c in self.callbacks if overrides(c, "on_train_batch_end")]
+
+    @property
+    def has_batch_hooks(self) -> bool:
+        """Whether any callback overrides a per-batch hook."""
+        return bool(self._batch_begin or self._batch_end)
+
+    def batch_step(
+        self,
+        train_step: Callable[[Any], list[Any]],
+        xp: Any,
+        names: Sequence[str],
+        epoch: int,
+        global_step: int,
+    ) -> Callable[[Any], list[Any]]:
+        """``train_step`` with the per-batch hooks around it, for one epoch (steps count from
+        1; ``global_step`` is the global step before the epoch's first)."""
+        begin, end = self._batch_begin, self._batch_end
+        step = 0
+
+        def hooked(batch: Any) -> list[Any]:
+            nonlocal step
+            step += 1
+            for c in begin:
+                c.on_train_batch_begin(step)
+            values = train_step(batch)
+            if end:
+                size = int(batch[0].shape[0])
+                logs = BatchLogs(xp, names, values, size, epoch, step, global_step + step)
+                for c in end:
+                    c.on_train_batch_end(step, logs)
+            return values
+
+        return hooked
 
     def on_train_begin(self) -> None:
         for c in self.callbacks:
@@ -162,6 +296,15 @@ class Checkpoint(Callback):
     ``path`` is checked when training begins, before the first epoch: an empty path, a folder
     or a path into a folder that does not exist raises there, naming it, rather than after an
     epoch of training.
+
+    With ``save_best_only`` the file records the value it was saved on (metadata
+    ``checkpoint.best``, with ``checkpoint.monitor`` and ``checkpoint.mode``). A run that
+    continues an earlier one (resumed from a checkpoint, or a later ``fit`` call: its first
+    epoch is not epoch 1) reads it back before it compares, so it never replaces the file
+    with a model worse than the one already there. A new run (from epoch 1) starts afresh and
+    overwrites the file at its first epoch. A best-only checkpoint that also resumes
+    continues from the best epoch so far, not from the last one; to continue from the last
+    epoch, resume from a second, every-epoch ``Checkpoint``.
     """
 
     def __init__(
@@ -190,11 +333,13 @@ class Checkpoint(Callback):
         self.best = math.inf if self.mode == "min" else -math.inf
         self.saved: list[int] = []
         self.resumed_from: int | None = None
+        self._first_epoch = True
 
     def on_train_begin(self) -> None:
         from .checkpoints import restore
 
         check_target(self.path, "checkpoint")
+        self._first_epoch = True
         if self.resume and self.path.exists():
             restore(self.model, self.path)
             self.resumed_from = self.model.epoch
@@ -202,20 +347,122 @@ class Checkpoint(Callback):
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
         from .checkpoints import save
 
+        first, self._first_epoch = self._first_epoch, False
+        extra: dict[str, Any] = {}
         if self.save_best_only:
             assert self.monitor is not None
+            if self.monitor not in logs:
+                raise KeyError(
+                    f"{type(self).__name__}: no metric {self.monitor!r} this epoch (have "
+                    f"{', '.join(logs)}); pass validation= to fit for val_ metrics"
+                )
+            if first and epoch > 1 and self.path.is_file():
+                self._best_from_file()  # a continued run: the file may hold a better model
             value = float(logs[self.monitor])
-            better = value < self.best if self.mode == "min" else value > self.best
-            if not better:
+            if not self._better(value, self.best):
                 return
             self.best = value
+            extra = {
+                "checkpoint.monitor": self.monitor,
+                "checkpoint.mode": self.mode,
+                "checkpoint.best": value,
+            }
         elif epoch % self.every and epoch != self.state.epochs:
             return
-        save(self.model, self.path)
+        save(self.model, self.path, extra=extra)
         self.saved.append(epoch)
 
+    def _better(self, value: float, than: float) -> bool:
+        return value < than if self.mode == "min" else value > than
+
+    def _best_from_file(self) -> None:
+        """Take the best value recorded in the file, if it was saved on the same monitor and
+        mode and is better than the one held."""
+        from ..checkpoint import CheckpointError
+        from .checkpoints import read_metadata
+
+        meta = read_metadata(self.path)
+        if meta.get("checkpoint.monitor") != self.monitor or meta.get("checkpoint.mode") != (
+            self.mode
+        ):
+            return
+        best = meta.get("checkpoint.best")
+        if isinstance(best, bool) or not isinstance(best, int | float):
+            raise CheckpointError(
+                f"checkpoint {self.path}: bad metadata 'checkpoint.best' {best!r} (a number)"
+            )
+        if self._better(float(best), self.best):
+            self.best = float(best)
+
     def __repr__(self) -> str:
-        return f"Checkpoint({str(self.path)!r}, every={self.every}, resume={self.resume})"
+        best = f", monitor={self.monitor!r}, save_best_only=True" if self.save_best_only else ""
+        return (
+            f"{type(self).__name__}({str(self.path)!r}, every={self.every}{best}, "
+            f"resume={self.resume})"
+        )
+
+
+class ModelCheckpoint(Checkpoint):
+    """Keras's name for :class:`Checkpoint`, with Keras's arguments: ``monitor`` (default
+    ``"val_loss"``, used with ``save_best_only``), ``save_best_only``, ``mode``; and
+    :class:`Checkpoint`'s ``every`` and ``resume``.
+
+    The file is one safetensors checkpoint holding the model, its optimisers' state, the
+    epoch, the history and (best-only) the best value, rewritten atomically: file-name
+    templates such as ``"model-{epoch:02d}.keras"`` are refused, since a run resumes from one
+    file.
+
+    >>> ModelCheckpoint("best.safetensors", save_best_only=True)
+    ModelCheckpoint('best.safetensors', every=1, monitor='val_loss', save_best_only=True, resume=False)
+    """
+
+    def __init__(
+        self,
+        filepath: str | Path,
+        monitor: str = "val_loss",
+        save_best_only: bool = False,
+        mode: str = "auto",
+        *,
+        every: int = 1,
+        resume: bool = False,
+    ) -> None:
+        if _TEMPLATE.search(os.fspath(filepath)):
+            raise ValueError(
+                f"ModelCheckpoint: {os.fspath(filepath)!r} is a file-name template (Keras's "
+                "{epoch}, {val_loss:.2f}); nnlayers keeps one checkpoint file, rewritten "
+                "atomically (the best one with save_best_only=True), so that a run can resume "
+                "from it: name one file, such as 'model.safetensors'"
+            )
+        super().__init__(
+            filepath,
+            every=every,
+            monitor=monitor,
+            mode=mode,
+            save_best_only=save_best_only,
+            resume=resume,
+        )
+
+
+_TEMPLATE = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*(?::[^{}]*)?\}")
+
+
+class TerminateOnNaN(Callback):
+    """Stop training when the loss becomes NaN or infinite: Keras's name for what ``fit`` does
+    by default (``stop_on_nonfinite=True``).
+
+    Passing it turns the check on even with ``fit(..., stop_on_nonfinite=False)``; it adds no
+    check of its own (the loss is checked once, by ``fit``, without a synchronisation per
+    step on a device). As with the default, training stops with a
+    :class:`~nnlayers.errors.NonFiniteError` naming the epoch and step, before the epoch
+    ends (so a :class:`Checkpoint` keeps the last good file); Keras instead ends ``fit``
+    quietly after that batch.
+
+    >>> TerminateOnNaN()
+    TerminateOnNaN()
+    """
+
+    def __repr__(self) -> str:
+        return "TerminateOnNaN()"
 
 
 class PlotCurves(Callback):
@@ -257,7 +504,11 @@ class PlotCurves(Callback):
 
 
 def _bookkeeping(name: str) -> bool:
-    return name in ("time", "examples_per_second", "peak_device_mb") or name.startswith("val_")
+    named = name in ("time", "examples_per_second", "peak_device_mb", "lr")
+    return named or name.startswith(("val_", "lr_"))
 
 
-__all__ = ["Callback", "CallbackList", "Checkpoint", "EarlyStopping", "PlotCurves"]
+__all__ = [
+    "BatchLogs", "Callback", "CallbackList", "Checkpoint", "EarlyStopping", "ModelCheckpoint",
+    "PlotCurves", "TerminateOnNaN", "overrides",
+]  # fmt: skip

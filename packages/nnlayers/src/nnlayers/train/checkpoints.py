@@ -7,7 +7,10 @@ backend) holds everything a run needs to continue:
 - ``optimizer/<name>/<parameter name>/<slot>``: each optimiser's state (``name`` is
   ``optimizer``, or ``discriminator`` and ``generator`` for a GAN), with its class and step
   count in the metadata;
-- metadata ``epoch`` (epochs completed), ``history`` (JSON) and ``model`` (the class name).
+- metadata ``epoch`` (epochs completed), ``history`` (JSON) and ``model`` (the class name);
+  a best-only :class:`~nnlayers.train.Checkpoint` adds ``checkpoint.monitor``,
+  ``checkpoint.mode`` and ``checkpoint.best`` (the value it saved on), so that a resumed run
+  never replaces the file with a worse model.
 
 :func:`restore` checks the whole file against the model before it changes anything, so a file
 that does not fit (another architecture, another optimiser, a corrupt or truncated file,
@@ -32,14 +35,18 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..checkpoint import (
+    _DIGEST_KEY,
     CheckpointError,
+    _decode_metadata,
     _json_type,
+    _read_header,
     load_checkpoint,
     restore_into,
     save_checkpoint,
@@ -50,12 +57,18 @@ _MODEL = "model/"
 _OPTIMIZER = "optimizer/"
 
 
-def save(model: Any, path: str | Path) -> Path:
-    """Write ``model`` (parameters, buffers, optimisers, epoch, history) to ``path``."""
+def save(model: Any, path: str | Path, *, extra: Mapping[str, Any] | None = None) -> Path:
+    """Write ``model`` (parameters, buffers, optimisers, epoch, history) to ``path``.
+
+    ``extra``: more metadata entries (str, int, float or bool values), such as the best
+    monitored value a :class:`~nnlayers.train.Checkpoint` keeps (``checkpoint.best``); read
+    them back with :func:`read_metadata`.
+    """
     tensors: dict[str, Any] = {
         f"{_MODEL}{p.name}": p.value for p in [*model.params, *model.buffers]
     }
-    metadata: dict[str, Any] = {"model": type(model).__name__, "epoch": int(model.epoch)}
+    metadata: dict[str, Any] = {**(extra or {})}
+    metadata.update(model=type(model).__name__, epoch=int(model.epoch))
     for name, optimizer in model.optimizers().items():
         state = optimizer.state_dict()
         metadata[f"optimizer.{name}.class"] = state["optimizer"]
@@ -71,6 +84,27 @@ def save(model: Any, path: str | Path) -> Path:
         metadata["loss_scale.good_steps"] = int(scaler.good_steps)
         metadata["loss_scale.skipped"] = int(scaler.skipped)
     return save_checkpoint(path, tensors, metadata)
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+    """The metadata of the checkpoint ``path`` (epoch, history, optimiser classes and steps,
+    ``extra`` entries), read from its header alone: the tensors are neither read nor checked.
+    """
+    source = Path(path)
+
+    def fail(reason: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {source}: {reason}")
+
+    if not source.is_file():
+        raise FileNotFoundError(f"checkpoint {source}: no such file")
+    header, _ = _read_header(source, fail)
+    raw = header.get("__metadata__") or {}
+    if not isinstance(raw, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in raw.items()
+    ):
+        raise fail("corrupt header (__metadata__ must map str to str)")
+    raw = {k: v for k, v in raw.items() if k != _DIGEST_KEY}
+    return _decode_metadata(raw, fail)
 
 
 def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,7 +12,7 @@ import arraycore
 
 from ..errors import NonFiniteError
 from ..models.model import Means, Model
-from .callbacks import Callback, CallbackList
+from .callbacks import Callback, CallbackList, TerminateOnNaN
 from .history import History
 from .progress import Progress
 
@@ -37,8 +37,13 @@ def fit(
       epoch 4 (``model.epoch == 4``) trains epochs 5 to ``epochs``.
     - ``validation``: a feed, or a tuple of arrays ``(x, y)``, evaluated after every epoch;
       its metrics enter the history as ``val_loss``, ``val_accuracy``, ...
-    - ``callbacks``: :class:`~nnlayers.train.EarlyStopping`, :class:`~nnlayers.train.Checkpoint`,
-      :class:`~nnlayers.train.PlotCurves` or your own :class:`~nnlayers.train.Callback`.
+    - ``callbacks``: :class:`~nnlayers.train.EarlyStopping`, :class:`~nnlayers.train.Checkpoint`
+      (:class:`~nnlayers.train.ModelCheckpoint`), :class:`~nnlayers.train.PlotCurves`,
+      :class:`~nnlayers.train.CSVLogger`, :class:`~nnlayers.train.TensorBoard`,
+      :class:`~nnlayers.train.ReduceLROnPlateau`, :class:`~nnlayers.train.LearningRateScheduler`,
+      :class:`~nnlayers.train.TerminateOnNaN` or your own :class:`~nnlayers.train.Callback`.
+      Per-batch hooks run only for callbacks that override them (found once, when training
+      begins); without any, no step pays for callbacks.
     - ``optimizer`` replaces the model's (``model.optimizer``) before training.
     - ``progress``: a tqdm bar per epoch with examples per second and the running mean of the
       metrics, brought from the device every ``refresh`` seconds (default: 0.5 on a terminal,
@@ -48,7 +53,12 @@ def fit(
       so a :class:`~nnlayers.train.Checkpoint` keeps the last good checkpoint. Host losses (the
       NumPy backend) are checked every step; device losses when the metrics next reach the host,
       at most ``NONFINITE_CHECK_STEPS`` steps later (no synchronisation per step).
-      ``False`` trains on regardless.
+      ``False`` trains on regardless, unless a :class:`~nnlayers.train.TerminateOnNaN` is
+      among the callbacks (Keras's name for this check, which then stays on).
+
+    ``fit`` takes a feed of batches, not whole arrays: Keras's ``fit(model, x, y)`` (or
+    ``fit(model, (x, y))``) raises a ``TypeError`` that says to write
+    ``fit(model, nnlayers.Feed(x, y, batch_size=32), epochs=10)``.
 
     Before the first step it calls :func:`arraycore.check_threads`, once per call and cheap:
     ``ARRAYCORE_NUM_THREADS`` reaches the BLAS pools of libraries loaded since arraycore was
@@ -78,6 +88,7 @@ def fit(
     >>> len(history), history.last["accuracy"] > 0.9
     (30, True)
     """
+    _check_arguments(feed, epochs)
     arraycore.check_threads(model.xp, stacklevel=2)  # the warning points at fit's caller
     if optimizer is not None:
         model.optimizer = optimizer
@@ -94,11 +105,14 @@ def fit(
     if not isinstance(history, History):
         history = History()
         model.history = history
+    if any(isinstance(c, TerminateOnNaN) for c in callbacks):
+        stop_on_nonfinite = True
     state = TrainingState(model, history, epochs)
     hooks = CallbackList(callbacks, state)
     hooks.on_train_begin()
     if model.history is not history and isinstance(model.history, History):
         history = state.history = model.history  # a checkpoint restored the run's own history
+    state.global_step = _steps_taken(model)  # after on_train_begin: a checkpoint may resume
     total = _examples_per_epoch(feed)
     try:
         while model.epoch < epochs and not state.stop:
@@ -108,9 +122,21 @@ def fit(
             if set_epoch is not None:
                 set_epoch(epoch)
             hooks.on_epoch_begin(epoch)
+            rates = learning_rates(model) if state.log_lr else {}  # what this epoch trains with
             logs = _run_epoch(
-                model, feed, epoch, epochs, total, progress, refresh, validation, stop_on_nonfinite
+                model,
+                feed,
+                epoch,
+                epochs,
+                total,
+                progress,
+                refresh,
+                validation,
+                stop_on_nonfinite,
+                state,
+                hooks if hooks.has_batch_hooks else None,
             )
+            logs.update(rates)
             model.epoch = epoch
             history.append({"epoch": epoch, **logs})
             hooks.on_epoch_end(epoch, logs)
@@ -130,11 +156,17 @@ def _run_epoch(
     refresh: float | None,
     validation: Any,
     stop_on_nonfinite: bool = True,
+    state: TrainingState | None = None,
+    hooks: CallbackList | None = None,
 ) -> dict[str, float]:
     model.train()
     means = Means(model.xp, model.metric_names)
     bar = Progress(epoch, epochs, total, enabled=progress, refresh=refresh)
-    step, add, update, due = model.train_step, means.add, bar.update, bar.due
+    step: Callable[[Any], list[Any]] = model.train_step
+    add, update, due = means.add, bar.update, bar.due
+    first_step = 0 if state is None else state.global_step
+    if hooks is not None:  # only when a callback has per-batch hooks: decided once, per fit
+        step = hooks.batch_step(step, model.xp, model.metric_names, epoch, first_step)
     logs: dict[str, float] = {}
     start = time.perf_counter()
     try:
@@ -156,6 +188,8 @@ def _run_epoch(
                 if stop_on_nonfinite:
                     _check(means, epoch)
         logs = means.result()
+        if state is not None:
+            state.global_step = first_step + means.steps
         if stop_on_nonfinite:
             _check(means, epoch)
         seconds = time.perf_counter() - start
@@ -195,6 +229,50 @@ def _stop(epoch: int, step: int, value: float) -> None:
     )
 
 
+def _check_arguments(feed: Any, epochs: Any) -> None:
+    """Refuse Keras's ``fit(x, y)`` habits with the call to write instead."""
+    arrays = hasattr(feed, "shape") or (
+        isinstance(feed, tuple | list) and len(feed) > 0 and all(hasattr(a, "shape") for a in feed)
+    )
+    if arrays or hasattr(epochs, "shape"):
+        if hasattr(feed, "shape") and hasattr(epochs, "shape"):
+            what = "fit(model, x, y) (Keras's model.fit(x, y))"
+        elif hasattr(feed, "shape"):
+            what = f"fit(model, x) with an array of shape {tuple(feed.shape)}"
+        elif arrays:
+            what = f"fit(model, (x, y)) with a {type(feed).__name__} of {len(feed)} arrays"
+        else:
+            what = f"an array of shape {tuple(epochs.shape)} as epochs"
+        raise TypeError(
+            f"fit: {what}: fit trains on a feed that yields batches, not on whole arrays; "
+            "write fit(model, nnlayers.Feed(x, y, batch_size=32), epochs=10) (a list of "
+            "(x, y) batch tuples works too)"
+        )
+    if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer):
+        raise TypeError(f"fit: epochs must be an int (the epoch to train up to), got {epochs!r}")
+
+
+def _steps_taken(model: Model) -> int:
+    """Training steps before this ``fit``: the first optimiser's step count (which a
+    checkpoint restores), or 0."""
+    for optimizer in model.optimizers().values():
+        count = getattr(optimizer, "step_count", None)
+        if isinstance(count, int):
+            return count
+    return 0
+
+
+def learning_rates(model: Model) -> dict[str, float]:
+    """The learning rate each optimiser of ``model`` uses next, for the history: ``"lr"`` for
+    the first, ``"lr_<name>"`` for the others (a GAN's ``lr_generator``)."""
+    rates = {}
+    for i, (name, optimizer) in enumerate(model.optimizers().items()):
+        rate = getattr(optimizer, "learning_rate", None)
+        if isinstance(rate, int | float):
+            rates["lr" if i == 0 else f"lr_{name}"] = float(rate)
+    return rates
+
+
 def _examples_per_epoch(feed: Any) -> int | None:
     """Examples in one pass over ``feed`` (for the bar's total), or ``None`` if unknown."""
     for name in ("examples_per_epoch", "num_examples"):
@@ -207,10 +285,23 @@ def _examples_per_epoch(feed: Any) -> int | None:
 
 
 class TrainingState:
-    """What callbacks see of a run: the model, its history, the target epoch and ``stop``."""
+    """What callbacks see of a run: the model, its history, the target epoch and ``stop``.
+
+    - ``stop``: set it to ``True`` to stop after the current epoch (from any hook, per-batch
+      ones included).
+    - ``global_step``: training steps so far, counted from the first optimiser's step count
+      when training began (so it keeps growing across ``fit`` calls and resumed runs); it
+      advances at the end of each epoch, and per-batch hooks see the step's own in
+      :attr:`BatchLogs.global_step`.
+    - ``log_lr``: set it to ``True`` (the learning-rate callbacks do) to add the learning rate
+      each epoch trained with to its record: ``"lr"``, and ``"lr_<name>"`` for a second
+      optimiser (see :func:`learning_rates`); ``fit`` reads it after the epoch-begin hooks.
+    """
 
     def __init__(self, model: Model, history: History, epochs: int) -> None:
         self.model = model
         self.history = history
         self.epochs = epochs
         self.stop = False
+        self.global_step = 0
+        self.log_lr = False
