@@ -152,6 +152,7 @@ nox.options.sessions = [
     "array_api_tests(opencl)",
     "build",
     "install_check",
+    "checkout_install",
     "wheelhouse",
 ]
 
@@ -677,3 +678,38 @@ def demo(session: nox.Session) -> None:
     session.install(*CORE.requirement(), *nn.requirement("demo"), *selected_backend())
     args = session.posargs or ["--out", "demo-output"]
     session.run("python", "-m", "nnlayers.demo", *args)
+
+
+@nox.session
+def checkout_install(session: nox.Session) -> None:
+    """Install from this checkout with the one command packages/nnlayers/README.md gives, with
+    plain pip into a fresh virtual environment (the pinned arraycore must resolve to the
+    checkout's, not the index's), then train a small model there."""
+    readme = (ROOT / "packages" / "nnlayers" / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"^pip install -e packages/arraycore -e packages/nnlayers$", readme, re.M)
+    if found is None:
+        session.error("packages/nnlayers/README.md no longer gives the checkout install command")
+    tmp = Path(session.create_tmp()).resolve()
+    venv = tmp / "checkout"
+    shutil.rmtree(venv, ignore_errors=True)
+    session.run("python", "-m", "venv", str(venv))
+    python = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
+    command = found.group(0).split()
+    with session.chdir(ROOT):
+        session.run(python, "-m", *command, external=True)
+    check = (
+        "import numpy as np, nnlayers, arraycore\n"
+        "from nnlayers.layers import Affine, Sequential\n"
+        "from nnlayers.models import Classifier\n"
+        "from nnlayers.optim import Adam\n"
+        "assert arraycore.__file__.startswith({!r}), arraycore.__file__\n"
+        "x = np.random.default_rng(0).normal(size=(256, 2)).astype('float32')\n"
+        "y = (x[:, 0] * x[:, 1] > 0).astype('int64')\n"
+        "model = Classifier(Sequential([Affine(16, activation='tanh'), Affine(2)], seed=0), (2,))\n"
+        "nnlayers.fit(model, nnlayers.Feed(x, y, batch_size=32), epochs=40, optimizer=Adam(0.02),"
+        " progress=False)\n"
+        "accuracy = model.evaluate(x, y)['accuracy']\n"
+        "print('trained from the checkout install: accuracy', accuracy)\n"
+        "assert accuracy > 0.9\n"
+    ).format(str(ROOT / "packages" / "arraycore"))
+    session.run(python, "-c", check, external=True)

@@ -25,7 +25,7 @@ Layers, models and training (``docs/training.md``):
 True
 """
 
-from . import checkpoint, expr, init, layers, models, ops, optim, plotting, train
+from . import augment, checkpoint, export, expr, init, layers, models, ops, optim, plotting, train
 from .errors import FeedError, GraphError, NNLayersError, NonFiniteError, ShapeError
 from .feeds import Feed, StreamFeed
 from .graph import Graph, compile
@@ -49,18 +49,19 @@ from .layers import (
 )
 from .models import GAN, VAE, Classifier, Model, Regressor
 from .parameter import Parameter
+from .summary import summary
 from .train import History, fit
 
 __version__ = "0.1.0"
 
 __all__ = [
     "FeedError", "Graph", "GraphError", "NNLayersError", "NonFiniteError", "Parameter",
-    "ShapeError", "__version__", "compile", "expr", "ops",
+    "ShapeError", "__version__", "augment", "compile", "export", "expr", "ops",
     # layers
     "GRU", "LSTM", "RNN", "Affine", "BatchNorm", "Conv2D", "Conv2DTranspose", "Dropout",
     "Embedding", "Flatten", "Layer", "LayerNorm", "Linear", "Pool2D", "Sequential", "init",
     "layers", "seed",
     # data, models and training
     "GAN", "VAE", "Classifier", "Feed", "History", "Model", "Regressor", "StreamFeed",
-    "checkpoint", "fit", "models", "optim", "plotting", "train",
+    "checkpoint", "fit", "models", "optim", "plotting", "summary", "train",
 ]  # fmt: skip
