@@ -153,6 +153,7 @@ nox.options.sessions = [
     "build",
     "install_check",
     "checkout_install",
+    "docs",
     "wheelhouse",
 ]
 
@@ -713,3 +714,23 @@ def checkout_install(session: nox.Session) -> None:
         "assert accuracy > 0.9\n"
     ).format(str(ROOT / "packages" / "arraycore"))
     session.run(python, "-c", check, external=True)
+
+
+#: The documentation site's tools (Sphinx 9.0 is the last release for Python 3.11).
+DOCS = ("sphinx==9.0.4", "myst-parser==5.2.0", "furo==2025.12.19")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into ``build/docs/`` (open ``build/docs/docs/index.html``)
+    with Sphinx, MyST and autodoc, every warning an error: the guides, the package READMEs and
+    the API reference generated from the docstrings (see ``docs/conf.py``)."""
+    nn = PACKAGES["nnlayers"]
+    session.install(*CORE.requirement(), *nn.requirement(), *DOCS)
+    out = ROOT / "build" / "docs"
+    shutil.rmtree(out, ignore_errors=True)
+    session.run(
+        "python", "-m", "sphinx", "-W", "--keep-going", "-b", "html", "-c", "docs", ".",
+        str(out),
+    )  # fmt: skip
+    session.log(f"documentation: {out / 'docs' / 'index.html'}")
