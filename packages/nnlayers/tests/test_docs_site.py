@@ -40,3 +40,44 @@ def test_every_layer_is_in_the_catalogue() -> None:
         obj = getattr(nnlayers.layers, name)
         if inspect.isclass(obj) and name not in ("Layer", "Recurrent", "Linear"):
             assert f"nnlayers.layers.{name}`" in page, f"{name} is missing from docs/layers.md"
+
+
+TRAINING = Path(__file__).parents[1] / "docs" / "training.md"
+
+
+def _section(title: str) -> str:
+    text = TRAINING.read_text(encoding="utf-8")
+    return text.split(title, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+
+
+def _run_section(title: str, capsys: pytest.CaptureFixture[str]) -> str:
+    namespace: dict = {}
+    blocks = re.findall(r"^ *```python\n(.*?)^ *```", _section(title), re.S | re.M)
+    assert blocks, title
+    for block in blocks:
+        lines = block.splitlines()
+        indent = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
+        code = "\n".join(ln[indent:] for ln in lines)
+        exec(compile(code, str(TRAINING), "exec"), namespace)
+    return capsys.readouterr().out
+
+
+def test_the_callback_snippets_run_in_order(tmp_path, monkeypatch, capsys) -> None:
+    pytest.importorskip("tensorboardX", reason="one snippet writes TensorBoard logs")
+    monkeypatch.chdir(tmp_path)
+    _run_section("### Callbacks", capsys)
+    assert list(tmp_path.iterdir())  # the checkpoint, CSV and log files were written
+
+
+def test_the_fine_tuning_snippet(tmp_path, monkeypatch, capsys) -> None:
+    pytest.importorskip("sklearn", reason="the snippet trains on scikit-learn's digits")
+    monkeypatch.chdir(tmp_path)
+    out = _run_section("### Fine-tuning: pretrained weights, frozen layers", capsys)
+    assert out.splitlines() == [
+        "['new_head/bias', 'new_head/weight'] ['head/bias', 'head/weight']",
+        "True",
+    ]
+
+
+def test_the_augmentation_snippet(capsys) -> None:
+    assert _run_section("## Data augmentation", capsys).strip() == "(128, 3, 32, 32)"
