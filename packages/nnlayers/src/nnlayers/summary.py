@@ -105,17 +105,17 @@ class SummaryRow:
     @property
     def params(self) -> int:
         """Number of parameter values counted in this row."""
-        return sum(p.size for p in self.parameters)
+        return _count(self.parameters)
 
     @property
     def trainable_params(self) -> int:
         """The trainable part of :attr:`params`."""
-        return sum(p.size for p in self.parameters if _trainable(p))
+        return _count(self.parameters, trainable=True)
 
     @property
     def non_trainable_params(self) -> int:
         """The non-trainable part of :attr:`params` (running statistics, frozen weights)."""
-        return self.params - self.trainable_params
+        return _count(self.parameters, trainable=False)
 
     @property
     def output_bytes(self) -> int | None:
@@ -150,17 +150,17 @@ class Summary:
     @property
     def total_params(self) -> int:
         """Number of parameter values, trainable or not."""
-        return sum(p.size for p in self.parameters)
+        return _count(self.parameters)
 
     @property
     def trainable_params(self) -> int:
         """Number of values training updates."""
-        return sum(p.size for p in self.parameters if _trainable(p))
+        return _count(self.parameters, trainable=True)
 
     @property
     def non_trainable_params(self) -> int:
         """Number of values training leaves alone (running statistics, frozen weights)."""
-        return self.total_params - self.trainable_params
+        return _count(self.parameters, trainable=False)
 
     @property
     def param_bytes(self) -> int:
@@ -546,6 +546,11 @@ class _Names:
 # -- helpers --------------------------------------------------------------------------------------
 def _trainable(p: Any) -> bool:
     return bool(getattr(p, "trainable", True))
+
+
+def _count(parameters: Sequence[Parameter], trainable: bool | None = None) -> int:
+    """Values in ``parameters``, or in those whose ``trainable`` is ``trainable``."""
+    return sum(p.size for p in parameters if trainable is None or _trainable(p) == trainable)
 
 
 def _param_bytes(p: Parameter) -> int:
