@@ -147,6 +147,7 @@ nox.options.sessions = [
     "conformance(opencl)",
     "tests_on(opencl)",
     "oracle",
+    "distributed",
     "array_api_tests(numpy-reference)",
     "array_api_tests(numpy)",
     "array_api_tests(opencl)",
@@ -636,8 +637,25 @@ def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
 
 
 @nox.session
+def distributed(session: nox.Session) -> None:
+    """Data-parallel training for real: ``mpiexec -n 2`` on the CPU (tests/distributed).
+
+    Installs ``nnlayers[mpi]`` (mpi4py and the MPICH wheel, whose ``mpiexec`` lands beside the
+    session's python; no system MPI needed) and runs packages/nnlayers/tests/distributed: two
+    ranks end with identical parameters, equal to one process trained on the joined batches
+    (``fit`` with a sharded feed, averaged metrics, rank-0 files included), and a rank that
+    raises, is killed or hangs ends every rank within the test's bound. The ``tests`` session
+    runs the same folder without mpi4py, where the two-process tests skip with the reason.
+    """
+    nn = PACKAGES["nnlayers"]
+    session.install(*CORE.requirement(), *nn.requirement("mpi"), "pytest>=8")
+    session.run("python", "-m", "mpi4py", "--mpi-lib-version")
+    session.run("pytest", f"{nn.relpath}/tests/distributed", *session.posargs)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
-    """Time training steps against PyTorch CPU (not run by CI): both benchmark scripts.
+    """Time training steps against PyTorch CPU (not run by CI): the three benchmark scripts.
 
     ``bench_training.py`` (MLPs and LeNet against hand-written NumPy and PyTorch) and then
     ``bench_networks.py`` (the realistic suite: VGG-BN, ResNet-style, LSTM and GRU language
@@ -646,11 +664,14 @@ def bench(session: nox.Session) -> None:
     build where pip's configuration offers one; without torch its column is skipped with a note.
     arraycore comes with its ``cpu`` extra (oneDNN's and numba's kernels on the NumPy backend).
     ``ARRAYCORE_BACKEND=opencl`` (or ``cuda``) adds a column for that backend where its device
-    exists. ``-- training ARGS`` or ``-- networks ARGS`` runs one script with its own arguments
-    (``--quick``, ``--threads``, ``--only``, ``--json``).
+    exists. Then ``bench_distributed.py`` (with ``nnlayers[mpi]``: mpi4py and MPICH) runs the
+    MLP and the CNN data-parallel on 1 and 2 processes (``mpiexec -n P``): throughput and the
+    all-reduce time per step. ``-- training ARGS``, ``-- networks ARGS`` or
+    ``-- distributed ARGS`` runs one script with its own arguments (``--quick``,
+    ``--threads``, ``--only``, ``--json``, ``--procs``).
     """
     nn = PACKAGES["nnlayers"]
-    session.install(*CORE.requirement("cpu"), *nn.requirement(), *selected_backend(), "pip")
+    session.install(*CORE.requirement("cpu"), *nn.requirement("mpi"), *selected_backend(), "pip")
     try:
         session.run("python", "-m", "pip", "install", "--quiet", TORCH)
     except nox.command.CommandFailed:
@@ -658,12 +679,15 @@ def bench(session: nox.Session) -> None:
     scripts = {
         "training": nn.path / "benchmarks" / "bench_training.py",
         "networks": nn.path / "benchmarks" / "bench_networks.py",
+        "distributed": nn.path / "benchmarks" / "bench_distributed.py",
     }
     if session.posargs and session.posargs[0] in scripts:
         session.run("python", str(scripts[session.posargs[0]]), *session.posargs[1:])
         return
     if session.posargs:
-        session.error(f"nox -s bench -- {{training|networks}} [ARGS]; got {session.posargs}")
+        session.error(
+            f"nox -s bench -- {{training|networks|distributed}} [ARGS]; got {session.posargs}"
+        )
     for script in scripts.values():
         session.run("python", str(script), "--write", "docs/benchmarks.md")
 

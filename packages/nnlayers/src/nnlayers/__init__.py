@@ -25,7 +25,20 @@ Layers, models and training (``docs/training.md``):
 True
 """
 
-from . import augment, checkpoint, export, expr, init, layers, models, ops, optim, plotting, train
+from . import (
+    augment,
+    checkpoint,
+    distributed,
+    export,
+    expr,
+    init,
+    layers,
+    models,
+    ops,
+    optim,
+    plotting,
+    train,
+)
 from .errors import FeedError, GraphError, NNLayersError, NonFiniteError, ShapeError
 from .feeds import Feed, StreamFeed
 from .graph import Graph, compile
@@ -63,5 +76,5 @@ __all__ = [
     "layers", "seed",
     # data, models and training
     "GAN", "VAE", "Classifier", "Feed", "History", "Model", "Regressor", "StreamFeed",
-    "checkpoint", "fit", "models", "optim", "plotting", "summary", "train",
+    "checkpoint", "distributed", "fit", "models", "optim", "plotting", "summary", "train",
 ]  # fmt: skip

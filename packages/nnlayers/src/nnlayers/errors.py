@@ -23,6 +23,11 @@ class NonFiniteError(NNLayersError, FloatingPointError):
     """The NaN/Inf guard found a NaN or an infinity; the message names the op that made it."""
 
 
+class DistributedError(NNLayersError, RuntimeError):
+    """A data-parallel run that cannot go on: ranks that disagree (models of other shapes,
+    feeds of other lengths), a launcher and an MPI library that do not match, mpi4py missing."""
+
+
 class PrecisionWarning(UserWarning):
     """Half-precision parameters trained without a mixed-precision policy: small gradients
     flush to zero and large ones overflow (use ``Model(..., precision="mixed_float16")``)."""

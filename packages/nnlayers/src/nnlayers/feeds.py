@@ -81,6 +81,19 @@ class Feed:
       random generator of the backend seeded from ``seed`` and the epoch: an epoch's augmented
       batches are the same every run, and after a resume.
 
+    - ``shard``: ``(rank, world_size)`` makes this feed yield only rank ``rank``'s part of
+      every epoch, for data-parallel training (:mod:`nnlayers.distributed`; ``fit`` sets it
+      on a data-parallel model's :class:`Feed` that has none). ``batch_size`` is then the
+      batch of one rank: the epoch's order (the same on every rank: same seed) is cut into
+      global batches of ``world_size * batch_size`` examples, and rank ``r`` takes the
+      ``r``-th block of each, so every rank takes the same number of steps and the ranks'
+      batches of a step, joined in rank order, are the batch a single process with
+      ``batch_size * world_size`` would take. The last, smaller global batch is dropped
+      (``"drop"``), padded to full size from the start of the order (``"pad"``), or split
+      between the ranks as evenly as possible (``"keep"``; sizes differ by one at most, and
+      gradients are averaged weighted by each rank's examples, so the step is the single
+      process's; a tail of fewer examples than ranks is padded to one example per rank).
+
     ``len(feed)`` is the number of batches per epoch; ``feed.epoch`` the epoch that the next
     iteration produces (1 at first, then counting up by one per iteration).
     """
@@ -96,6 +109,7 @@ class Feed:
         *,
         xp: ArrayNamespace | None = None,
         augment: Any = None,
+        shard: tuple[int, int] | None = None,
     ) -> None:
         self.batch_size = _check_batch_size("Feed", batch_size)
         self.augment = as_transform(augment)
@@ -123,12 +137,38 @@ class Feed:
         self.num_examples = counts[0]
         if self.num_examples == 0:
             raise ValueError("Feed: the data set is empty")
-        if self.last_batch == "drop" and self.num_examples < self.batch_size:
+        self._shard: tuple[int, int] | None = None
+        self.shard = shard
+        self._epoch = 1
+
+    @property
+    def shard(self) -> tuple[int, int] | None:
+        """``(rank, world_size)`` of a feed that yields one rank's part, or ``None``."""
+        return self._shard
+
+    @shard.setter
+    def shard(self, shard: tuple[int, int] | None) -> None:
+        world = 1
+        if shard is not None:
+            ok = isinstance(shard, tuple | list) and len(shard) == 2
+            ok = ok and all(
+                isinstance(v, int | np.integer) and not isinstance(v, bool) for v in shard
+            )
+            if not ok or not 0 <= shard[0] < shard[1]:
+                raise ValueError(
+                    f"Feed: shard must be (rank, world_size) with 0 <= rank < world_size, got "
+                    f"{shard!r}"
+                )
+            shard = (int(shard[0]), int(shard[1]))
+            world = shard[1]
+        step = self.batch_size * world
+        if self.last_batch == "drop" and self.num_examples < step:
+            ranks = f" on {world} ranks" if shard is not None else ""
             raise ValueError(
                 f"Feed: last_batch='drop' with {self.num_examples} examples and batch_size "
-                f"{self.batch_size} would yield no batch"
+                f"{self.batch_size}{ranks} would yield no batch"
             )
-        self._epoch = 1
+        self._shard = shard
 
     @staticmethod
     def _as_array(a: Any, label: str) -> Any:
@@ -154,14 +194,23 @@ class Feed:
 
     # -- sizes -------------------------------------------------------------------------------
     def __len__(self) -> int:
-        """Batches per epoch."""
-        n, b = self.num_examples, self.batch_size
+        """Batches per epoch (of this rank's part, for a sharded feed: the same on every rank)."""
+        n, b = self.num_examples, self.batch_size * self._world
         return n // b if self.last_batch == "drop" else math.ceil(n / b)
 
     @property
+    def _world(self) -> int:
+        return 1 if self._shard is None else self._shard[1]
+
+    @property
     def examples_per_epoch(self) -> int:
-        """Examples yielded per epoch (padding counted, dropped examples not)."""
-        return len(self) * self.batch_size if self.last_batch != "keep" else self.num_examples
+        """Examples yielded per epoch (padding counted, dropped examples not; this rank's, for
+        a sharded feed)."""
+        if self.last_batch != "keep":
+            return len(self) * self.batch_size
+        if self._shard is None:
+            return self.num_examples
+        return sum(len(index) for index in self._rank_batches(np.arange(self.num_examples)))
 
     def order(self, epoch: int | None = None) -> np.ndarray:
         """The example order of ``epoch`` (default: the next one), int64 indices."""
@@ -188,7 +237,25 @@ class Feed:
         order = self.order(epoch)
         n, b = self.num_examples, self.batch_size
         augment = self.augment
-        rng = None if augment is None else xp.random.default_rng(epoch_seed(self.seed, epoch))
+        seed = epoch_seed(self.seed, epoch)
+        if self._shard is not None and self._shard[0]:
+            seed = epoch_seed(seed, self._shard[0])  # each rank its own augmentation stream
+        rng = None if augment is None else xp.random.default_rng(seed)
+        if self._shard is not None:
+            for index in self._rank_batches(order):
+                batch = []
+                first = int(index[0])
+                contiguous = not self.shuffle and bool(np.all(np.diff(index) == 1))
+                for array, host in zip(self.arrays, on_host):
+                    if host:
+                        part = array[first : first + len(index)] if contiguous else array[index]
+                        batch.append(xp.asarray(part))
+                    else:
+                        batch.append(xp.take(array, xp.asarray(index), axis=0))
+                if augment is not None:
+                    batch[0] = augment(batch[0], rng)
+                yield tuple(batch)
+            return
         for start in range(0, n, b):
             index = order[start : start + b]
             if len(index) < b:
@@ -208,9 +275,34 @@ class Feed:
                 batch[0] = augment(batch[0], rng)
             yield tuple(batch)
 
+    def _rank_batches(self, order: np.ndarray) -> Iterator[np.ndarray]:
+        """This rank's batches of the epoch whose example order is ``order`` (see ``shard``)."""
+        assert self._shard is not None
+        rank, world = self._shard
+        n, b = len(order), self.batch_size
+        step = b * world
+        full = n // step
+        for k in range(full):
+            yield order[k * step + rank * b : k * step + (rank + 1) * b]
+        tail = order[full * step :]
+        if not len(tail) or self.last_batch == "drop":
+            return
+        if self.last_batch == "pad" or len(tail) < world:
+            size = step if self.last_batch == "pad" else world
+            tail = np.concatenate([tail, np.resize(order, size - len(tail))])
+            if self.last_batch == "pad":
+                yield tail[rank * b : (rank + 1) * b]
+                return
+        # "keep": split the tail as evenly as possible, the first ranks one example more
+        small, extra = divmod(len(tail), world)
+        start = rank * small + min(rank, extra)
+        yield tail[start : start + small + (rank < extra)]
+
     def __repr__(self) -> str:
         shapes = ", ".join(str(tuple(a.shape)) for a in self.arrays)
         extra = "" if self.augment is None else f", augment={self.augment!r}"
+        if self._shard is not None:
+            extra += f", shard={self._shard}"
         return (
             f"Feed({shapes}, batch_size={self.batch_size}, shuffle={self.shuffle}, "
             f"seed={self.seed}, last_batch={self.last_batch!r}, epoch={self._epoch}{extra})"

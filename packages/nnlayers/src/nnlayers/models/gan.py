@@ -147,7 +147,7 @@ class GAN(Model):
 
     def start_epoch(self, epoch: int) -> None:
         super().start_epoch(epoch)
-        seeds = np.random.SeedSequence([self.seed, epoch, 2]).generate_state(2)
+        seeds = np.random.SeedSequence([self.seed, epoch, 2, *self._rank_words()]).generate_state(2)
         self.generator_graph.state.rng = self.xp.random.default_rng(int(seeds[0]))
         self._noise = self.xp.random.default_rng(int(seeds[1]))
 
@@ -172,10 +172,12 @@ class GAN(Model):
             self._require_optimizer()
         values = self.graph.forward(self._fill(batch))
         self.graph.backward()
+        self._sync_gradients(self.wrt, batch)
         self._optimizer.step()
         self._g_feeds[self._z] = self._draw(int(batch[0].shape[0]))
         self.generator_graph.forward(self._g_feeds)
         self.generator_graph.backward()
+        self._sync_gradients(self.generator_params, batch)
         self._generator_optimizer.step()
         return values  # type: ignore[no-any-return]
 

@@ -26,6 +26,9 @@ from ..parameter import Parameter, trainable_version
 
 Batch = Sequence[Any]
 
+#: Marks the rank in the seed words of a data-parallel run (see ``Model._rank_words``).
+_RANK_SEED_TAG = 0x52414E4B
+
 
 class Model:
     """A trainable graph: ``loss`` (first), ``metrics`` computed with it, ``outputs`` to predict.
@@ -52,6 +55,10 @@ class Model:
     >>> model.predict(np.ones((2, 3))).shape
     (2, 1)
     """
+
+    #: The gradient synchronisation of data-parallel training
+    #: (:func:`nnlayers.distributed.data_parallel` sets it; ``None``: one process).
+    data_parallel: Any = None
 
     def __init__(
         self,
@@ -196,10 +203,26 @@ class Model:
 
     def start_epoch(self, epoch: int) -> None:
         """Restart the graph's random generator from ``(seed, epoch)``: dropout masks depend
-        only on the seed, the epoch and the step, so a resumed run draws what an uninterrupted
-        one would have."""
-        seed = int(np.random.SeedSequence([self.seed, epoch]).generate_state(1)[0])
+        only on the seed, the epoch and the step (and the rank, in a data-parallel run), so a
+        resumed run draws what an uninterrupted one would have."""
+        words = [self.seed, epoch, *self._rank_words()]
+        seed = int(np.random.SeedSequence(words).generate_state(1)[0])
         self.graph.state.rng = self.xp.random.default_rng(seed)
+
+    def _rank_words(self) -> list[int]:
+        """Seed words that give each rank of a data-parallel run its own random streams
+        (dropout masks, noise); none outside one, so a single process draws as before."""
+        sync = self.data_parallel
+        if sync is None or sync.world_size == 1:
+            return []
+        return [_RANK_SEED_TAG, int(sync.rank)]
+
+    def _sync_gradients(self, params: Sequence[Parameter], batch: Batch) -> None:
+        """Average the gradients of ``params`` over the ranks of a data-parallel run (weighted
+        by each rank's examples in ``batch``); nothing outside one."""
+        sync = self.data_parallel
+        if sync is not None:
+            sync.reduce(params, int(batch[0].shape[0]))
 
     # -- steps ----------------------------------------------------------------------------------
     def _fill(self, batch: Batch) -> dict[Any, Any]:
@@ -254,6 +277,7 @@ class Model:
         scaler = self.loss_scaler
         if scaler is None:
             self.graph.backward()
+            self._sync_gradients(self.wrt, batch)
             self._optimizer.step()
         else:
             with warnings.catch_warnings():
@@ -261,6 +285,9 @@ class Model:
                 for text in ("overflow encountered", "invalid value encountered"):
                     warnings.filterwarnings("ignore", text, RuntimeWarning)
                 self.graph.backward(scaler.seed(self.xp, self.loss.dtype))
+                # still scaled: an overflow on any rank makes the sum non-finite on every
+                # rank, so all of them skip the step and back off alike
+                self._sync_gradients(self.wrt, batch)
             if scaler.unscale(self.xp, [p.grad for p in self.wrt]):
                 self._optimizer.step()
         return values  # type: ignore[no-any-return]

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._atomic import check_target
+from ..distributed.context import get_context, is_main_rank
 from .history import History, resolve_mode
 
 if TYPE_CHECKING:
@@ -338,9 +339,10 @@ class Checkpoint(Callback):
     def on_train_begin(self) -> None:
         from .checkpoints import restore
 
-        check_target(self.path, "checkpoint")
+        if is_main_rank():  # in a data-parallel run, rank 0 alone writes the file
+            check_target(self.path, "checkpoint")
         self._first_epoch = True
-        if self.resume and self.path.exists():
+        if self.resume and _on_every_rank(self.path):
             restore(self.model, self.path)
             self.resumed_from = self.model.epoch
 
@@ -369,7 +371,8 @@ class Checkpoint(Callback):
             }
         elif epoch % self.every and epoch != self.state.epochs:
             return
-        save(self.model, self.path, extra=extra)
+        if is_main_rank():  # every rank holds the same model: rank 0 writes it
+            save(self.model, self.path, extra=extra)
         self.saved.append(epoch)
 
     def _better(self, value: float, than: float) -> bool:
@@ -400,6 +403,28 @@ class Checkpoint(Callback):
             f"{type(self).__name__}({str(self.path)!r}, every={self.every}{best}, "
             f"resume={self.resume})"
         )
+
+
+def _on_every_rank(path: Path) -> bool:
+    """Whether ``path`` exists (a checkpoint to resume from): here, or in a data-parallel run
+    on every rank, which then all resume from it; a file some ranks lack is an error, since
+    they would train on from other parameters."""
+    context = get_context()
+    exists = path.exists()
+    if context is None or not context.distributed:
+        return exists
+    found = context.allgather(exists, "the check that every rank finds the checkpoint")
+    if all(found) or not any(found):
+        return exists
+    having = ", ".join(str(r) for r, f in enumerate(found) if f)
+    lacking = ", ".join(str(r) for r, f in enumerate(found) if not f)
+    from ..errors import DistributedError
+
+    raise DistributedError(
+        f"Checkpoint: {path} exists on rank {having} but not on rank {lacking}; to resume, "
+        "every rank reads the checkpoint: keep it on a filesystem every host shares, or copy "
+        "it to the same path on every host"
+    )
 
 
 class ModelCheckpoint(Checkpoint):
@@ -482,11 +507,11 @@ class PlotCurves(Callback):
         self._drawn = 0
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
-        if epoch % self.every == 0:
+        if epoch % self.every == 0 and is_main_rank():
             self._draw()
 
     def on_train_end(self) -> None:
-        if len(self.history) and self._drawn != len(self.history):
+        if len(self.history) and self._drawn != len(self.history) and is_main_rank():
             self._draw()
 
     def _draw(self) -> None:

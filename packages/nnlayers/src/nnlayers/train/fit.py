@@ -56,6 +56,12 @@ def fit(
       ``False`` trains on regardless, unless a :class:`~nnlayers.train.TerminateOnNaN` is
       among the callbacks (Keras's name for this check, which then stays on).
 
+    A model prepared with :func:`nnlayers.distributed.data_parallel` trains on every rank of
+    an MPI run: a :class:`~nnlayers.Feed` is sharded by rank (its ``batch_size`` is per
+    rank), the metrics (and validation metrics) are averaged over the ranks, the progress bar
+    and the callbacks' files are rank 0's alone, and an exception on any rank ends every rank
+    (``MPI_Abort``) after printing it (see "Data-parallel training" in ``docs/training.md``).
+
     ``fit`` takes a feed of batches, not whole arrays: Keras's ``fit(model, x, y)`` (or
     ``fit(model, (x, y))``) raises a ``TypeError`` that says to write
     ``fit(model, nnlayers.Feed(x, y, batch_size=32), epochs=10)``.
@@ -97,6 +103,10 @@ def fit(
             "fit: the model has no optimizer; pass optimizer=nnlayers.optim.Adam(1e-3) (or set "
             "model.optimizer)"
         )
+    sync = getattr(model, "data_parallel", None)  # nnlayers.distributed.data_parallel(model)
+    if sync is not None:
+        feed = sync.prepare_feed(feed)  # a Feed is sharded by rank
+        progress = progress and sync.context.is_main
     arrays = getattr(feed, "arrays", None)
     if isinstance(arrays, list) and len(arrays) == len(model.inputs):
         # an in-memory feed: its class labels are checked once, on the host, before any step
@@ -109,7 +119,11 @@ def fit(
         stop_on_nonfinite = True
     state = TrainingState(model, history, epochs)
     hooks = CallbackList(callbacks, state)
-    hooks.on_train_begin()
+    try:
+        hooks.on_train_begin()
+    except BaseException as error:
+        _abort_others(sync, error)
+        raise
     if model.history is not history and isinstance(model.history, History):
         history = state.history = model.history  # a checkpoint restored the run's own history
     state.global_step = _steps_taken(model)  # after on_train_begin: a checkpoint may resume
@@ -140,10 +154,20 @@ def fit(
             model.epoch = epoch
             history.append({"epoch": epoch, **logs})
             hooks.on_epoch_end(epoch, logs)
+    except BaseException as error:
+        _abort_others(sync, error)
+        raise
     finally:
         model.train()
         hooks.on_train_end()
     return history
+
+
+def _abort_others(sync: Any, error: BaseException) -> None:
+    """In a data-parallel run of several ranks, an exception on one rank leaves the others
+    waiting in a collective: print it with the rank and end every rank (``MPI_Abort``)."""
+    if sync is not None:
+        sync.context.abort(f"fit raised {type(error).__name__}", error)
 
 
 def _run_epoch(
@@ -160,6 +184,7 @@ def _run_epoch(
     hooks: CallbackList | None = None,
 ) -> dict[str, float]:
     model.train()
+    sync = getattr(model, "data_parallel", None)
     means = Means(model.xp, model.metric_names)
     bar = Progress(epoch, epochs, total, enabled=progress, refresh=refresh)
     step: Callable[[Any], list[Any]] = model.train_step
@@ -193,18 +218,24 @@ def _run_epoch(
         if stop_on_nonfinite:
             _check(means, epoch)
         seconds = time.perf_counter() - start
+        count = means.count
+        if sync is not None and sync.world_size > 1:
+            # every rank's examples: the same logs (and callback decisions) on every rank
+            logs, count, seconds = sync.combine(means, seconds)
+            sync.average_buffers(model.buffers)  # batch-norm statistics: one value everywhere
         logs["time"] = seconds
-        logs["examples_per_second"] = means.count / seconds if seconds > 0 else float("nan")
+        logs["examples_per_second"] = count / seconds if seconds > 0 else float("nan")
         memory = model.xp.__array_namespace_info__().memory_stats()
         if memory is not None and "peak_bytes" in memory:
             # the backend's high-water mark of device memory (CUDA: CuPy's pool) so far
             logs["peak_device_mb"] = memory["peak_bytes"] / 2**20
         if validation is not None:
-            scores = (
-                model.evaluate(*validation)
-                if isinstance(validation, tuple)
-                else model.evaluate(validation)
-            )
+            if sync is not None:  # split between the ranks, averaged over them
+                scores = sync.evaluate(model, validation)
+            elif isinstance(validation, tuple):
+                scores = model.evaluate(*validation)
+            else:
+                scores = model.evaluate(validation)
             logs.update({f"val_{k}": v for k, v in scores.items()})
     finally:
         bar.close(logs)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .._atomic import atomic_write, check_target
+from ..distributed.context import is_main_rank
 from .callbacks import BatchLogs, Callback
 
 
@@ -53,10 +54,13 @@ class CSVLogger(Callback):
         self._first = True
 
     def on_train_begin(self) -> None:
-        check_target(self.path, "CSV log")
+        if is_main_rank():  # in a data-parallel run, rank 0 alone writes the log
+            check_target(self.path, "CSV log")
         self._first = True
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
+        if not is_main_rank():
+            return
         record = {"epoch": epoch, **logs}
         rewrite = False
         if self._first:
@@ -183,6 +187,8 @@ class TensorBoard(Callback):
         return writer
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
+        if not is_main_rank():  # in a data-parallel run, rank 0 alone writes the events
+            return
         for name, value in logs.items():
             if name.startswith("val_"):
                 self._writer("validation").add_scalar(f"epoch_{name[4:]}", value, epoch)
@@ -193,7 +199,7 @@ class TensorBoard(Callback):
 
     def _write_batch(self, step: int, logs: BatchLogs) -> None:
         assert isinstance(self.update_freq, int)
-        if logs.global_step % self.update_freq == 0:
+        if logs.global_step % self.update_freq == 0 and is_main_rank():
             writer = self._writer("train")
             for name, value in logs.items():
                 writer.add_scalar(f"batch_{name}", value, logs.global_step)
