@@ -95,6 +95,8 @@ def test_fit_shards_the_feed_averages_the_metrics_and_writes_on_rank_0(trained) 
     for name, value in worker.params(model).items():
         np.testing.assert_allclose(replica[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
     records = [json.loads((trained / f"history-rank{r}.json").read_text()) for r in (0, 1)]
+    for record in (*records[0], *records[1]):
+        record.pop("peak_device_mb", None)  # each process's own device memory (OpenCL, CUDA)
     assert records[0] == records[1]  # every rank's callbacks see the same metrics
     for mine, single in zip(records[0], history, strict=True):
         for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
@@ -111,6 +113,8 @@ def test_fit_shards_the_feed_averages_the_metrics_and_writes_on_rank_0(trained) 
 
 
 def test_mixed_precision_replicas_stay_equal(trained) -> None:
+    if not (trained / "mixed-rank0.npz").exists():
+        pytest.skip("the backend's device has no float16 (the worker skipped mixed precision)")
     replica = _assert_replicas_equal(trained, "mixed")
     assert all(np.isfinite(v).all() for v in replica.values())
 
