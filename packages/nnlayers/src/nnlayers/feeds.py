@@ -243,18 +243,8 @@ class Feed:
         rng = None if augment is None else xp.random.default_rng(seed)
         if self._shard is not None:
             for index in self._rank_batches(order):
-                batch = []
-                first = int(index[0])
                 contiguous = not self.shuffle and bool(np.all(np.diff(index) == 1))
-                for array, host in zip(self.arrays, on_host):
-                    if host:
-                        part = array[first : first + len(index)] if contiguous else array[index]
-                        batch.append(xp.asarray(part))
-                    else:
-                        batch.append(xp.take(array, xp.asarray(index), axis=0))
-                if augment is not None:
-                    batch[0] = augment(batch[0], rng)
-                yield tuple(batch)
+                yield self._gather(xp, on_host, index, int(index[0]), contiguous, augment, rng)
             return
         for start in range(0, n, b):
             index = order[start : start + b]
@@ -264,16 +254,30 @@ class Feed:
                 if self.last_batch == "pad":
                     index = np.concatenate([index, np.resize(order, b - len(index))])
             contiguous = not self.shuffle and len(index) == min(b, n - start)
-            batch = []
-            for array, host in zip(self.arrays, on_host):
-                if host:
-                    part = array[start : start + len(index)] if contiguous else array[index]
-                    batch.append(xp.asarray(part))
-                else:
-                    batch.append(xp.take(array, xp.asarray(index), axis=0))
-            if augment is not None:
-                batch[0] = augment(batch[0], rng)
-            yield tuple(batch)
+            yield self._gather(xp, on_host, index, start, contiguous, augment, rng)
+
+    def _gather(
+        self,
+        xp: Any,
+        on_host: list[bool],
+        index: np.ndarray,
+        start: int,
+        contiguous: bool,
+        augment: Any,
+        rng: Any,
+    ) -> Batch:
+        """The batch of examples ``index`` on ``xp`` (a slice from ``start`` where the indices
+        are ``contiguous``; a device gather for arrays already on the backend), augmented."""
+        batch = []
+        for array, host in zip(self.arrays, on_host):
+            if host:
+                part = array[start : start + len(index)] if contiguous else array[index]
+                batch.append(xp.asarray(part))
+            else:
+                batch.append(xp.take(array, xp.asarray(index), axis=0))
+        if augment is not None:
+            batch[0] = augment(batch[0], rng)
+        return tuple(batch)
 
     def _rank_batches(self, order: np.ndarray) -> Iterator[np.ndarray]:
         """This rank's batches of the epoch whose example order is ``order`` (see ``shard``)."""
