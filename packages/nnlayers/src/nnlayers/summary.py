@@ -69,13 +69,30 @@ from .expr.spec import Shape, Spec, format_shape
 from .graph.topo import topological_order
 from .init import _SEEDS
 from .layers.base import Layer
+from .models.model import _unique
 from .parameter import Parameter
 
 __all__ = ["Summary", "SummaryRow", "summary"]
 
 
+class _Counts:
+    """The trainable / non-trainable split of a row's or a summary's ``parameters``."""
+
+    parameters: tuple[Parameter, ...]
+
+    @property
+    def trainable_params(self) -> int:
+        """Number of values training updates."""
+        return _count(self.parameters, trainable=True)
+
+    @property
+    def non_trainable_params(self) -> int:
+        """Number of values training leaves alone (running statistics, frozen weights)."""
+        return _count(self.parameters, trainable=False)
+
+
 @dataclass(frozen=True, eq=False)
-class SummaryRow:
+class SummaryRow(_Counts):
     """One row of a :class:`Summary`: a layer application (or, for a graph, an op)."""
 
     name: str
@@ -108,16 +125,6 @@ class SummaryRow:
         return _count(self.parameters)
 
     @property
-    def trainable_params(self) -> int:
-        """The trainable part of :attr:`params`."""
-        return _count(self.parameters, trainable=True)
-
-    @property
-    def non_trainable_params(self) -> int:
-        """The non-trainable part of :attr:`params` (running statistics, frozen weights)."""
-        return _count(self.parameters, trainable=False)
-
-    @property
     def output_bytes(self) -> int | None:
         """Bytes of the outputs for one example (``None`` while a size other than the batch is
         unknown)."""
@@ -128,7 +135,7 @@ class SummaryRow:
 
 
 @dataclass(frozen=True, eq=False)
-class Summary:
+class Summary(_Counts):
     """What :func:`summary` finds: ``str(summary)`` (and ``repr``) is the table; the rows and
     totals are attributes for programs and tests."""
 
@@ -151,16 +158,6 @@ class Summary:
     def total_params(self) -> int:
         """Number of parameter values, trainable or not."""
         return _count(self.parameters)
-
-    @property
-    def trainable_params(self) -> int:
-        """Number of values training updates."""
-        return _count(self.parameters, trainable=True)
-
-    @property
-    def non_trainable_params(self) -> int:
-        """Number of values training leaves alone (running statistics, frozen weights)."""
-        return _count(self.parameters, trainable=False)
 
     @property
     def param_bytes(self) -> int:
@@ -572,16 +569,6 @@ def _claim(candidates: Any, seen: set[int]) -> tuple[Parameter, ...]:
             seen.add(id(p))
             out.append(p)
     return tuple(out)
-
-
-def _unique(items: Any) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for item in items:
-        if id(item) not in seen:
-            seen.add(id(item))
-            out.append(item)
-    return out
 
 
 def _exprs(value: Any) -> list[Expr]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -25,6 +25,7 @@ from ..ops.math.comparison import astype
 from ..parameter import Parameter, trainable_version
 
 Batch = Sequence[Any]
+_T = TypeVar("_T")
 
 #: Marks the rank in the seed words of a data-parallel run (see ``Model._rank_words``).
 _RANK_SEED_TAG = 0x52414E4B
@@ -470,13 +471,14 @@ class Model:
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _unique(params: Iterable[Parameter]) -> list[Parameter]:
+def _unique(items: Iterable[_T]) -> list[_T]:
+    """``items`` in order, each object once (by identity: parameters, expressions)."""
     seen: set[int] = set()
     out = []
-    for p in params:
-        if id(p) not in seen:
-            seen.add(id(p))
-            out.append(p)
+    for item in items:
+        if id(item) not in seen:
+            seen.add(id(item))
+            out.append(item)
     return out
 
 
