@@ -44,6 +44,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from dataclasses import replace
 from typing import Any
 
 from ._cudnn_plans import PlanCache, _one_line, _Plan
@@ -217,6 +218,9 @@ class Cudnn(PlanCache):
         dt = self._dtype_name(*given.values())
         if dt is None:
             return None
+        (t, b), (left, r) = win.pads
+        if (t, left) != (b, r):
+            return self._conv_padded(kind, win, out_channels, given, want)
         shapes = {
             "x": (win.n, win.c, win.h, win.w),
             "w": (out_channels, win.c, win.kh, win.kw),
@@ -239,6 +243,28 @@ class Cudnn(PlanCache):
             arrays[want] = out
             ok = self._run(plan, arrays)
         return out if ok else None
+
+    def _conv_padded(
+        self, kind: str, win: Any, out_channels: int, given: dict[str, Any], want: str
+    ) -> Any:
+        """:meth:`_conv` for padding that differs before and after: cuDNN sees the image with
+        its padding written out as zeros, and no padding of its own.
+
+        Run on an H200 (cuDNN 9.19, frontend 1.32, 2026-11-27), most wgrad engines gave wrong
+        filter gradients for such padding (symmetric padding was right on every engine), and
+        the conformance kit's adjoint check failed for fprop/dgrad pairs of it too.
+        """
+        cp = self._cp
+        (t, b), (left, r) = win.pads
+        flat = replace(win, h=win.padded_h, w=win.padded_w, pads=((0, 0), (0, 0)))
+        if kind == "dgrad":
+            dx = self._conv(kind, flat, out_channels, given, want)
+            if dx is None:
+                return None
+            return cp.ascontiguousarray(dx[:, :, t : t + win.h, left : left + win.w])
+        with cp.cuda.Device(self._device):
+            x = cp.pad(given["x"], ((0, 0), (0, 0), (t, b), (left, r)))
+        return self._conv(kind, flat, out_channels, {**given, "x": x}, want)
 
     def batch_norm(self, x: Any, gamma: Any, beta: Any, eps: float) -> tuple[Any, Any, Any] | None:
         """Training-mode batch norm of (N, C) or (N, C, H, W) ``x``: ``(y, mean, inv_std)``."""
