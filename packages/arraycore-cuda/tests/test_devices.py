@@ -47,6 +47,9 @@ def test_override_table_binds_existing_cupy_functions() -> None:
         assert table[name] is getattr(cupy, name)
     assert table["pow"] is cupy.power
     assert table["inplace.add"] is cupy.add
+    for name in backend.FLOAT_ADAPTED:  # arraycore-cuda's kernels for floats
+        assert table[name] is not getattr(cupy, name) and table[name].__name__ == name
+        assert table[f"inplace.{name}"] is table[name]
 
 
 def test_device_ids_equal_cupy_devices_and_indices() -> None:

@@ -7,6 +7,7 @@ conformance kit (``nox -s "conformance(cuda)"``) and the nnlayers suite with
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -284,25 +285,49 @@ def test_cudnn_path_is_reported_and_used_when_installed(xp: Any) -> None:
     assert "conv2d" in cudnn.describe(), cudnn.describe()
 
 
-def test_fuse_is_one_cupy_kernel(xp: Any) -> None:
-    import cupy
+def test_fuse_runs_the_plain_calls(xp: Any) -> None:
+    """``xp.inplace.fuse`` is not bound to ``cupy.fuse`` (see the next test): the function runs
+    as it is, with the same results."""
 
     def axpy(y: Any, x: Any, a: float) -> None:
         xp.inplace.multiply(y, a, out=y)
         xp.inplace.add(y, x, out=y)
 
-    fused = xp.inplace.fuse(axpy)
-    assert isinstance(fused, cupy._core.fusion.Fusion)
+    assert xp.inplace.fuse(axpy) is axpy
     y, x = xp.ones(1000, dtype=xp.float32), xp.full(1000, 2.0, dtype=xp.float32)
-    fused(y, x, 3.0)
-    fused(y, x, 0.5)
+    axpy(y, x, 3.0)
+    axpy(y, x, 0.5)
     np.testing.assert_allclose(xp.to_numpy(y), np.full(1000, 4.5, dtype=np.float32))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="CuPy 14.2's fuse computes arithmetic between two Python-float arguments (1.0 - b1) "
+    "in float16; when this passes, bind xp.inplace.fuse to CudaBackend.fuse again",
+)
+def test_cupy_fuse_keeps_python_scalars_exact(xp: Any) -> None:
+    """Found on an H200 (2026-11-27): ``m += g * (1.0 - b1)`` under ``cupy.fuse`` with ``b1=0.9``
+    a Python float differs from the eager result by 1e-4 relative, what ``1 - float16(0.9)``
+    gives. Strict: a CuPy that fixes it turns this into a failure that says so."""
+    import cupy
+
+    def update(m: Any, g: Any, b1: float) -> None:
+        cupy.add(m, g * (1.0 - b1), out=m)
+
+    rng = np.random.default_rng(0)
+    g = cupy.asarray(rng.standard_normal(1000))
+    fused, eager = cupy.zeros(1000), cupy.zeros(1000)
+    xp._backend.fuse(update)(fused, g, 0.9)
+    update(eager, g, 0.9)
+    np.testing.assert_allclose(cupy.asnumpy(fused), cupy.asnumpy(eager), rtol=1e-12)
 
 
 def test_a_training_step_never_synchronises(xp: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Whole nnlayers training steps (conv, batch-norm, max and average pooling, the fused
     cross-entropy, backward, SGD-momentum and Adam updates) run with CuPy's synchronisation
-    detector armed: nothing in a step waits for the GPU."""
+    detector armed: nothing in a step waits for the GPU. The labels live on the device, so
+    their range check (one transfer) is switched off: that is what ``arraycore.checks(False)``
+    is for (on the H200 the check was the one synchronisation found)."""
     pytest.importorskip("nnlayers", reason="nnlayers is not installed here")
     import cupyx
 
@@ -320,7 +345,16 @@ def test_a_training_step_never_synchronises(xp: Any, monkeypatch: pytest.MonkeyP
         model = Classifier(net, (3, 16, 16), optimizer=optimizer)
         assert model.graph.xp is xp
         model.train_step((x, y))  # warm-up: kernels compile, cuDNN autotunes
-        with cupyx.allow_synchronize(False):
-            for _ in range(3):
-                loss, _accuracy = model.train_step((x, y))
+        with warnings.catch_warnings():
+            # CuPy >= 10 deprecates the detector ("not possible to reliably detect"); it still
+            # raises DeviceSynchronized on the synchronisations CuPy itself makes
+            warnings.filterwarnings("ignore", "cupyx.allow_synchronize", UserWarning)
+            detector = cupyx.allow_synchronize(False)
+            detector.__enter__()
+        try:
+            with arraycore.checks(False):
+                for _ in range(3):
+                    loss, _accuracy = model.train_step((x, y))
+        finally:
+            detector.__exit__(None, None, None)
         assert np.isfinite(float(loss))

@@ -88,3 +88,126 @@ def _from_dlpack_for(cp: Any, index: int) -> Callable[..., Array]:
             return cp.array(np.from_dlpack(x), copy=True)
 
     return from_dlpack
+
+
+# -- NumPy's floor division and remainder of floats ------------------------------------------------
+_DIVMOD_PREAMBLE = r"""
+template <typename T> __device__ T arraycore_floordiv(T a, T b) {
+    if (b == (T)0) return a / b;
+    T mod = fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != (T)0 && ((b < (T)0) != (mod < (T)0))) div -= (T)1;
+    if (div != (T)0) {
+        T fl = floor(div);
+        if (div - fl > (T)0.5) fl += (T)1;
+        return fl;
+    }
+    return copysign((T)0, a / b);
+}
+template <typename T> __device__ T arraycore_pymod(T a, T b) {
+    T mod = fmod(a, b);
+    if (b == (T)0) return mod;
+    if (mod != (T)0) {
+        if ((b < (T)0) != (mod < (T)0)) mod += b;
+        return mod;
+    }
+    return copysign((T)0, b);
+}
+"""
+
+
+def _float_ufuncs(cp: Any) -> dict[str, Callable[..., Any]]:
+    """``floor_divide``, ``remainder`` and ``copysign`` with NumPy's results for floats; other
+    dtypes go to CuPy's ufuncs. Each takes ``(x1, x2, /, *, out=None)``.
+
+    Run on an H200 (CuPy 14.2, 2026-11-27): CuPy's floor division and remainder divide first,
+    so a quotient below the smallest normal float rounds to 0 before the floor
+    (``-1.2e-38 // 2`` gave -0.0 where NumPy gives -1), and ``copysign(1, -0.0)`` gave 1. These
+    run ``npy_divmod`` (the algorithm of the OpenCL backend's kernels) and CUDA's ``copysign``.
+    """
+    bodies = {
+        "floor_divide": "q = arraycore_floordiv(a, b)",
+        "remainder": "q = arraycore_pymod(a, b)",
+        "copysign": "q = copysign(a, b)",
+    }
+    kernels: dict[str, Any] = {}
+
+    def kernel(name: str) -> Any:
+        if name not in kernels:
+            kernels[name] = cp.ElementwiseKernel(
+                "T a, T b", "T q", bodies[name], f"arraycore_{name}", preamble=_DIVMOD_PREAMBLE
+            )
+        return kernels[name]
+
+    def make(name: str) -> Callable[..., Any]:
+        other = getattr(cp, name)
+
+        def fn(x1: Any, x2: Any, /, *, out: Any = None) -> Any:
+            dtype = np.dtype(cp.result_type(x1, x2))
+            if dtype.kind != "f":
+                return other(x1, x2, out=out)
+            wide = np.dtype(np.float32) if dtype == np.float16 else dtype
+            a, b = cp.asarray(x1, dtype=wide), cp.asarray(x2, dtype=wide)
+            if out is not None and out.dtype == wide:
+                return kernel(name)(a, b, out)
+            result = kernel(name)(a, b)
+            if out is not None:
+                out[...] = result
+                return out
+            return result.astype(dtype, copy=False)
+
+        fn.__name__ = fn.__qualname__ = name
+        return fn
+
+    return {name: make(name) for name in bodies}
+
+
+def _concat_for(cp: Any) -> Callable[..., Array]:
+    """``concat`` with the standard's error for 0-d arrays (CuPy raises TypeError)."""
+
+    def concat(arrays: Any, /, *, axis: int | None = 0) -> Array:
+        if axis is not None and any(getattr(a, "ndim", 1) == 0 for a in arrays):
+            raise ValueError("concat: zero-dimensional arrays cannot be concatenated")
+        return cp.concat(arrays, axis=axis)
+
+    return concat
+
+
+# -- assignment through index arrays: the last write wins, as in NumPy ------------------------------
+def _has_index_arrays(cp: Any, key: Any) -> bool:
+    parts = key if isinstance(key, tuple) else (key,)
+    return any(
+        isinstance(k, cp.ndarray | np.ndarray | list) and np.dtype(_dtype_of(k)).kind in "iu"
+        for k in parts
+    )
+
+
+def _dtype_of(k: Any) -> Any:
+    return k.dtype if hasattr(k, "dtype") else np.asarray(k).dtype
+
+
+def _setitem_last_wins(cp: Any, x: Array, key: Any, value: Any) -> None:
+    """``x[key] = value``; where integer index arrays name one element more than once, the
+    last assignment in C order wins, as in NumPy (CuPy leaves the winner unspecified).
+
+    One int32 ``scatter_max`` of each write's position in the selection finds the winners,
+    then one masked assignment writes only them.
+    """
+    if not _has_index_arrays(cp, key):
+        x[key] = value
+        return
+    selected = x[key]  # the selection's shape (and its bounds checked by CuPy's indexing)
+    n = int(selected.size)
+    if n == 0:
+        return
+    if n >= 2**31:
+        x[key] = value
+        return
+    import cupyx
+
+    order = cp.arange(n, dtype=cp.int32).reshape(selected.shape)
+    winner = cp.full(x.shape, -1, dtype=cp.int32)
+    cupyx.scatter_max(winner, key, order)
+    chosen = winner >= 0
+    values = cp.broadcast_to(cp.asarray(value).astype(x.dtype, copy=False), selected.shape)
+    x[chosen] = values.reshape(-1)[winner[chosen]]

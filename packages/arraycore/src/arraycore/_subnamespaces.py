@@ -373,10 +373,11 @@ class InplaceNamespace(_SubNamespace):
         ``fn`` takes arrays and Python scalars, computes with arithmetic operators, the
         namespace's element-wise functions and ``xp.inplace.<name>(..., out=a)`` where ``a`` is
         one of its array arguments, and returns ``None``, an array or a tuple of arrays; no
-        reductions, indexing or reads to the host. Calling the result is calling ``fn``: the
-        CUDA backend traces it once per argument dtypes with ``cupy.fuse`` (one kernel launch
-        instead of one per operation); backends without a fuser, NumPy among them, run ``fn``
-        as it is. Make the fused function once (not per step): tracing is what costs.
+        reductions, indexing or reads to the host. Calling the result is calling ``fn``: a backend
+        with a fuser traces it into one kernel launch instead of one per operation; backends
+        without one, NumPy among them, run ``fn`` as it is (the CUDA backend too for now: CuPy
+        14.2's ``cupy.fuse`` rounds arithmetic between two scalar arguments to float16).
+        Make the fused function once (not per step): tracing is what costs.
 
         >>> import arraycore
         >>> xp = arraycore.namespace("numpy")
