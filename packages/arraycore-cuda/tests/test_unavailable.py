@@ -113,7 +113,10 @@ def test_a_broken_cupy_is_not_reported_as_missing(tmp_path: Path) -> None:
         "except BackendUnavailable as exc:\n"
         "    print(exc)\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    # the stand-in goes first; what the node already had on its path (the verify script's
+    # offline site-packages, say) stays reachable behind it
+    path = os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    env = {**os.environ, "PYTHONPATH": path}
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )

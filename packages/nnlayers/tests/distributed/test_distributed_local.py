@@ -169,6 +169,55 @@ def test_reduce_averages_in_flat_buckets_on_the_active_backend(other) -> None:
     assert sync.reductions == 1 and sync.reduce_seconds > 0
 
 
+def _nccl_or_skip():
+    from nnlayers.distributed.engines import NCCLEngine, nccl_available
+
+    xp = arraycore.namespace()
+    if xp.name != "cuda":
+        pytest.skip(
+            f"NCCL sums CUDA buffers; this run's backend is {xp.name!r} (set ARRAYCORE_BACKEND=cuda)"
+        )
+    if not nccl_available():
+        pytest.skip("CuPy's NCCL binding (cupy.cuda.nccl) is not available on this node")
+    return NCCLEngine
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_nccl_engine_all_reduces_a_device_buffer_with_one_rank(dtype) -> None:
+    """One rank's NCCL communicator (the single-GPU case): the sum is the buffer, in place on
+    the device, for every float dtype the engine maps."""
+    NCCLEngine = _nccl_or_skip()
+    xp = arraycore.namespace()
+    engine = NCCLEngine(Context(rank=0, world_size=1))
+    host = np.arange(1000, dtype=dtype) / 7
+    flat = xp.asarray(host)
+    summed, on_host = engine.allreduce(xp, flat)
+    assert on_host is None
+    np.testing.assert_array_equal(xp.to_numpy(summed), host)
+
+
+def test_nccl_reduce_leaves_one_ranks_training_unchanged() -> None:
+    """The gradient buckets go through NCCL (one rank, so the mean is this rank's own): the
+    trained parameters equal a plain model's."""
+    NCCLEngine = _nccl_or_skip()
+    plain, wrapped = _model(), _model()
+    sync = DataParallel(wrapped, Context(rank=0, world_size=1), engine="nccl", bucket_mb=1e-4)
+    sync.engine = NCCLEngine(sync.context)  # a world of one sends nothing unless told to
+    x, y = _batch(64)
+    for model in (plain, wrapped):
+        optimizer = SGD(0.1, momentum=0.9, params=model.params)
+        for step in range(4):
+            model.gradients(x[16 * step : 16 * step + 16], y[16 * step : 16 * step + 16])
+            if model is wrapped:
+                sync.reduce(model.params, 16)
+            optimizer.step()
+    assert sync.reductions == 4 and len(sync._layouts) == 1
+    for a, b in zip(plain.params, wrapped.params):
+        np.testing.assert_allclose(
+            arraycore.to_numpy(a.value), arraycore.to_numpy(b.value), rtol=1e-6, atol=1e-7
+        )
+
+
 def test_data_parallel_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="bucket_mb must be > 0"):
         data_parallel(_model(), bucket_mb=0)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from arraycore import ArrayBase
 from arraycore.testing import assert_close
 from arraycore.testing import strategies as acst
 
@@ -114,8 +115,9 @@ def test_setitem_with_index_arrays_and_masks(xp: Any, key: tuple[Any, ...], valu
         v = xp.asarray(np.asarray(value).astype(dtype)) if isinstance(value, np.ndarray) else value
         if dtype == np.bool_ and not isinstance(value, np.ndarray):
             v = bool(value)
-        x[_device_key(xp, key)] = v
-        assert_close(x, want, err_msg=f"{key} {dtype}")
+        if isinstance(x, ArrayBase | np.ndarray):  # CuPy's own ``[]=`` picks any repeat
+            x[_device_key(xp, key)] = v
+            assert_close(x, want, err_msg=f"{key} {dtype}")
         y = xp.asarray(host)  # arraycore's own path also where arrays are NumPy's
         xp.setitem(y, _device_key(xp, key), v)
         assert_close(y, want, err_msg=f"xp.setitem {key} {dtype}")

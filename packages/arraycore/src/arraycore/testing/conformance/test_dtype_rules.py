@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from arraycore import ArrayBase
 from arraycore import _dtype_rules as rules
 from arraycore.backend import BINARY_OPS, UNARY_OPS
 from arraycore.testing import assert_close, to_host
@@ -218,13 +219,15 @@ def test_integer_pow_with_a_negative_exponent_raises(xp: Any) -> None:
     for dtype in acst.supported_dtypes(xp, "signed integer"):
         x = xp.asarray(np.array([2, 1, -1, 3], dtype))
         negative = xp.asarray(np.array([1, 0, 2, -1], dtype))
-        for fn, args, kwargs in (
+        cases: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = [
             (xp.pow, (x, -1), {}),
-            (pow, (x, -1), {}),  # x ** -1
             (xp.pow, (x, negative), {}),
             (xp.pow, (2, negative), {}),
             (xp.inplace.pow, (x, negative), {"out": x}),
-        ):
+        ]
+        if isinstance(x, ArrayBase | np.ndarray):  # CuPy's ``**`` is CuPy's (no check)
+            cases.append((pow, (x, -1), {}))  # x ** -1
+        for fn, args, kwargs in cases:
             with pytest.raises(ValueError, match="negative integer powers"):
                 fn(*args, **kwargs)
         assert_close(x, np.array([2, 1, -1, 3], dtype), err_msg="a failed inplace.pow wrote")
