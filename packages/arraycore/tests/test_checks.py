@@ -145,6 +145,40 @@ def test_device_checks_cost_one_transfer_host_checks_none(logging_xp: Namespace)
     assert transfers(lambda: xp.take(table, device_ids, axis=0)) == 1
 
 
+def test_one_kind_of_check_is_switched_alone(logging_xp: Namespace) -> None:
+    """``checks(False, only="labels")`` drops the label checks' transfer and keeps the index
+    checks (and the reverse); an unknown kind is refused; nesting restores the outer setting."""
+    xp, bk = logging_xp, logging_xp._backend
+    assert isinstance(bk, LoggingTiny)
+    table = xp.asarray(np.ones((10, 4), dtype=np.float32))
+    ids = xp.asarray(np.arange(8) % 10)
+    logits = xp.zeros((8, 10), dtype=xp.float32)
+
+    def transfers(call: Any) -> int:
+        before = bk.transfers
+        call()
+        return bk.transfers - before
+
+    with arraycore.checks(False, only="labels"):
+        assert not _checks.enabled("labels") and _checks.enabled("indices")
+        assert transfers(lambda: xp.nn.softmax_cross_entropy(logits, ids)) == 0
+        assert transfers(lambda: xp.nn.one_hot(ids, 10)) == 0
+        assert transfers(lambda: xp.take(table, ids, axis=0)) == 1
+        with pytest.raises(IndexError, match="take: index 10 is out of bounds"):
+            xp.take(table, xp.asarray(np.array([10])), axis=0)
+        with arraycore.checks(True, only="labels"):
+            assert transfers(lambda: xp.nn.one_hot(ids, 10)) == 1
+        with arraycore.checks(False, only="indices"):
+            assert transfers(lambda: xp.take(table, ids, axis=0)) == 0
+        assert transfers(lambda: xp.take(table, ids, axis=0)) == 1
+    assert transfers(lambda: xp.nn.one_hot(ids, 10)) == 1
+    with arraycore.checks(False), arraycore.checks(True, only="labels"):
+        assert not _checks.enabled("labels")  # everything stays off inside checks(False)
+    with pytest.raises(ValueError, match="only must be one of 'indices', 'labels', got 'values'"):
+        with arraycore.checks(False, only="values"):
+            pass
+
+
 def test_guarded_overrides_receive_checked_arguments() -> None:
     arraycore.namespace("tiny")
     xp = Namespace(OverridingTiny())

@@ -54,8 +54,13 @@ SMALL = 4096
 _SELECT: weakref.WeakKeyDictionary[NamespaceBase, Array] = weakref.WeakKeyDictionary()
 
 
+#: The kinds of data-dependent check that :func:`checks` can turn off one at a time.
+KINDS = ("indices", "labels")
+_OFF: ContextVar[frozenset[str]] = ContextVar("arraycore_checks_off", default=frozenset())
+
+
 @contextlib.contextmanager
-def checks(enabled: bool) -> Iterator[None]:
+def checks(enabled: bool, *, only: str | None = None) -> Iterator[None]:
     """Turn the data-dependent argument checks on or off inside a ``with`` block.
 
     Those are the checks of the *values* of index arrays (``take``, ``take_along_axis``,
@@ -67,22 +72,38 @@ def checks(enabled: bool) -> Iterator[None]:
     all-zero one-hot rows (no loss). Shape, dtype and axis checks stay on. The setting lives in
     a ContextVar, like :func:`arraycore.use`: each thread and async task has its own.
 
+    ``only="labels"`` or ``only="indices"`` switches one kind alone (nnlayers' ``fit`` turns the
+    label checks off once it has checked a feed's labels on the host, so that a step on a GPU
+    does not wait to copy them back); ``checks(False)`` without it switches every kind, and
+    nothing inside a ``checks(False)`` block turns one back on.
+
     >>> import arraycore
     >>> xp = arraycore.namespace("numpy")
     >>> with arraycore.checks(False):
     ...     xp.take(xp.asarray([10, 20, 30]), xp.asarray([3, -4])).tolist()
     [10, 30]
     """
-    token = _ENABLED.set(bool(enabled))
+    if only is None:
+        token = _ENABLED.set(bool(enabled))
+        try:
+            yield
+        finally:
+            _ENABLED.reset(token)
+        return
+    if only not in KINDS:
+        raise ValueError(f"checks: only must be one of {', '.join(map(repr, KINDS))}, got {only!r}")
+    off = _OFF.get()
+    narrowed = _OFF.set(off - {only} if enabled else off | {only})
     try:
         yield
     finally:
-        _ENABLED.reset(token)
+        _OFF.reset(narrowed)
 
 
-def enabled() -> bool:
-    """Whether the data-dependent checks are on here (see :func:`checks`)."""
-    return _ENABLED.get()
+def enabled(kind: str | None = None) -> bool:
+    """Whether the data-dependent checks (of ``kind``, one of :data:`KINDS`) are on here (see
+    :func:`checks`)."""
+    return _ENABLED.get() and (kind is None or kind not in _OFF.get())
 
 
 # -- values of index and label arrays ----------------------------------------------------------
@@ -141,7 +162,7 @@ def index_array(
     count = indices.size
     if count and size == 0:
         raise IndexError(f"{op}: axis {axis} has size 0, so none of the {count} indices is in it")
-    check = count > 0 and enabled()
+    check = count > 0 and enabled("indices")
     if host:
         result = indices.astype(_INT64, copy=False)
         wrap = count > 0
@@ -169,7 +190,7 @@ def index_array(
 def check_labels(xp: NamespaceBase, op: str, labels: Array, classes: int) -> None:
     """Raise a ValueError naming ``op`` unless every one of the integer ``labels`` (an array of
     ``xp``) lies in ``[0, classes)``; nothing is checked with :func:`checks` off."""
-    if labels.size == 0 or not enabled():
+    if labels.size == 0 or not enabled("labels"):
         return
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu":
         # one reduction on the host: as unsigned, a negative label is larger than any class

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import arraycore
 import nnlayers
 from nnlayers.layers import Affine, Sequential
 from nnlayers.models import Classifier, Regressor
@@ -155,3 +156,48 @@ def test_fit_reports_peak_device_memory_where_the_backend_tracks_it(
     peak = model.history.last["peak_device_mb"]
     captured = capsys.readouterr()
     assert peak > 0 and f"peak_device_mb={peak:.4g}" in captured.err + captured.out
+
+
+class _LabelCheckProbe(nnlayers.train.Callback):
+    """Records whether arraycore's per-batch label checks are on during each step."""
+
+    def __init__(self) -> None:
+        self.seen: list[bool] = []
+
+    def on_train_batch_begin(self, step: int) -> None:
+        self.seen.append(arraycore._checks.enabled("labels"))
+
+
+def test_labels_checked_on_the_host_are_not_checked_again_per_batch() -> None:
+    """A feed of host arrays has its labels (and the validation data's) checked once before
+    training, so the steps skip arraycore's per-batch check (a transfer that waits for a GPU);
+    index checks stay on, and the setting ends with fit."""
+    x, y = _blobs()
+    probe = _LabelCheckProbe()
+    feed = nnlayers.Feed(x, y, batch_size=16, seed=0)
+    fit(_classifier(), feed, epochs=1, optimizer=SGD(0.1), validation=_blobs(32, 1),
+        progress=False, callbacks=[probe])  # fmt: skip
+    assert probe.seen == [False] * 4
+    assert arraycore._checks.enabled("labels") and arraycore._checks.enabled("indices")
+    # labels already on a device were never checked on the host: each batch checks them (the
+    # NumPy backend's arrays are host arrays, checked once like the others)
+    xp = arraycore.namespace()
+    dx, dy = xp.asarray(x), xp.asarray(y)
+    on_device = nnlayers.Feed(dx, dy, batch_size=16, seed=0)
+    probe = _LabelCheckProbe()
+    fit(_classifier(), on_device, epochs=1, optimizer=SGD(0.1), progress=False,
+        callbacks=[probe])  # fmt: skip
+    assert probe.seen == [not isinstance(dy, np.ndarray)] * 4
+
+
+def test_bad_validation_labels_are_refused_before_training() -> None:
+    x, y = _blobs()
+    vx, vy = _blobs(32, 1)
+    vy[5] = 2  # the classifier has two classes
+    model = _classifier()
+    before = [p.numpy().copy() for p in model.params]
+    with pytest.raises(nnlayers.errors.FeedError, match=r"got 2 at \(5,\)"):
+        fit(model, nnlayers.Feed(x, y, batch_size=16), epochs=1, optimizer=SGD(0.1),
+            validation=(vx, vy), progress=False)  # fmt: skip
+    for p, value in zip(model.params, before):
+        np.testing.assert_array_equal(p.numpy(), value)

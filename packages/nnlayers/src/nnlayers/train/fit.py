@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -107,10 +108,12 @@ def fit(
     if sync is not None:
         feed = sync.prepare_feed(feed)  # a Feed is sharded by rank
         progress = progress and sync.context.is_main
-    arrays = getattr(feed, "arrays", None)
-    if isinstance(arrays, list) and len(arrays) == len(model.inputs):
-        # an in-memory feed: its class labels are checked once, on the host, before any step
-        model.check_data(*arrays)
+    # in-memory host data: class labels checked once, on the host, before any step; then the
+    # steps skip arraycore's per-batch label check, which on a GPU waits to copy them back
+    checked = _check_host_data(model, feed)
+    if validation is not None:
+        checked = _check_host_data(model, validation) and checked
+    labels = arraycore.checks(False, only="labels") if checked else contextlib.nullcontext()
     history = getattr(model, "history", None)
     if not isinstance(history, History):
         history = History()
@@ -128,38 +131,39 @@ def fit(
         history = state.history = model.history  # a checkpoint restored the run's own history
     state.global_step = _steps_taken(model)  # after on_train_begin: a checkpoint may resume
     total = _examples_per_epoch(feed)
-    try:
-        while model.epoch < epochs and not state.stop:
-            epoch = model.epoch + 1
-            model.start_epoch(epoch)
-            set_epoch = getattr(feed, "set_epoch", None)
-            if set_epoch is not None:
-                set_epoch(epoch)
-            hooks.on_epoch_begin(epoch)
-            rates = learning_rates(model) if state.log_lr else {}  # what this epoch trains with
-            logs = _run_epoch(
-                model,
-                feed,
-                epoch,
-                epochs,
-                total,
-                progress,
-                refresh,
-                validation,
-                stop_on_nonfinite,
-                state,
-                hooks if hooks.has_batch_hooks else None,
-            )
-            logs.update(rates)
-            model.epoch = epoch
-            history.append({"epoch": epoch, **logs})
-            hooks.on_epoch_end(epoch, logs)
-    except BaseException as error:
-        _abort_others(sync, error)
-        raise
-    finally:
-        model.train()
-        hooks.on_train_end()
+    with labels:
+        try:
+            while model.epoch < epochs and not state.stop:
+                epoch = model.epoch + 1
+                model.start_epoch(epoch)
+                set_epoch = getattr(feed, "set_epoch", None)
+                if set_epoch is not None:
+                    set_epoch(epoch)
+                hooks.on_epoch_begin(epoch)
+                rates = learning_rates(model) if state.log_lr else {}  # what this epoch trains with
+                logs = _run_epoch(
+                    model,
+                    feed,
+                    epoch,
+                    epochs,
+                    total,
+                    progress,
+                    refresh,
+                    validation,
+                    stop_on_nonfinite,
+                    state,
+                    hooks if hooks.has_batch_hooks else None,
+                )
+                logs.update(rates)
+                model.epoch = epoch
+                history.append({"epoch": epoch, **logs})
+                hooks.on_epoch_end(epoch, logs)
+        except BaseException as error:
+            _abort_others(sync, error)
+            raise
+        finally:
+            model.train()
+            hooks.on_train_end()
     return history
 
 
@@ -336,3 +340,14 @@ class TrainingState:
         self.stop = False
         self.global_step = 0
         self.log_lr = False
+
+
+def _check_host_data(model: Model, data: Any) -> bool:
+    """Check the class labels of in-memory host data (a :class:`~nnlayers.Feed`'s arrays or a
+    tuple of arrays) with ``model.check_data``; whether every array was on the host, so that
+    each of its batches holds checked labels."""
+    arrays = getattr(data, "arrays", data)
+    if not isinstance(arrays, list | tuple) or len(arrays) != len(model.inputs):
+        return False
+    model.check_data(*arrays)
+    return all(isinstance(a, np.ndarray) for a in arrays)
