@@ -282,7 +282,9 @@ def build_impls(case: networks.Case, extra: str | None, torch_cuda: bool) -> lis
             p.assign(np.array(src.numpy()))  # the same seeds give the same weights; made sure
 
         def dev_step(i: int) -> Any:
-            return dev_model.train_step(db[i % k])[0]
+            # labels made on the host and checked there, as fit does: no per-step read-back
+            with arraycore.checks(False, only="labels"):
+                return dev_model.train_step(db[i % k])[0]
 
         backend = xp._backend
 
