@@ -49,6 +49,41 @@ def conv2d(
     return y
 
 
+def conv2d_backward_filter(
+    x: np.ndarray,
+    dy: np.ndarray,
+    w_shape: tuple[int, int, int, int],
+    stride: IntPair,
+    pads: Pads,
+    dilation: IntPair,
+) -> np.ndarray:
+    """``dw[o,c,i,j] = sum_{n,p,q} dy[n,o,p,q] * x[n, c, p*sh - top + i*dh, q*sw - left + j*dw]``,
+    reading 0 outside the image: the gradient of :func:`conv2d` with respect to ``w``."""
+    n_, c_, h_, w_ = x.shape
+    o_, _, kh, kw = w_shape
+    (sh, sw), (dh, dw) = stride, dilation
+    (top, _), (left, _) = pads
+    out_h, out_w = dy.shape[2:]
+    xs, dys = x.tolist(), dy.tolist()
+    grad = np.zeros(w_shape)
+    for o in range(o_):
+        for c in range(c_):
+            for i in range(kh):
+                for j in range(kw):
+                    total = 0.0
+                    for n in range(n_):
+                        for p in range(out_h):
+                            row = p * sh - top + i * dh
+                            if not 0 <= row < h_:
+                                continue
+                            for q in range(out_w):
+                                col = q * sw - left + j * dw
+                                if 0 <= col < w_:
+                                    total += dys[n][o][p][q] * xs[n][c][row][col]
+                    grad[o, c, i, j] = total
+    return grad
+
+
 def conv2d_transpose(
     x: np.ndarray,
     w: np.ndarray,

@@ -27,7 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from arraycore._optable import BY_NAME, ELEMENTWISE, Elementwise
-from arraycore.testing import assert_close
+from arraycore.testing import assert_close, to_host
 from arraycore.testing import strategies as acst
 
 SETTINGS = settings(max_examples=15, deadline=None)
@@ -199,6 +199,39 @@ def test_integer_division_and_remainder_signs(xp: Any) -> None:
         np.array([3, -4], np.int8),
     )
     assert_close(xp.remainder(xp.asarray(np.array([-7, 7], np.int8)), 3), np.array([2, 1], np.int8))
+
+
+def test_float_division_remainder_and_copysign_at_the_edges(xp: Any) -> None:
+    """NumPy's ``npy_divmod`` results where dividing first and flooring goes wrong: quotients
+    below the smallest normal float (an H200's CuPy gave ``-tiny // 2 == -0.0``), quotients that
+    round up to an integer (``1 // 0.1 == 9``), signed zeros, infinities and NaN; and the sign
+    ``copysign`` takes from -0.0 (CuPy gave ``copysign(1, -0.0) == 1``). In place too."""
+    for dtype in acst.supported_dtypes(xp, "real floating"):
+        info = np.finfo(dtype)
+        tiny, big = float(info.tiny), float(info.max)
+        a = np.array(
+            [-tiny, tiny, tiny, -tiny, 1.0, -1.0, 0.0, -0.0, 5.0, -5.0, np.inf, 3.0, np.nan, big],
+            dtype=dtype,
+        )  # fmt: skip
+        b = np.array(
+            [2.0, -2.0, 2.0, -2.0, 0.1, 0.1, -3.0, 3.0, np.inf, np.inf, 2.0, -0.0, 1.0, 0.5],
+            dtype=dtype,
+        )  # fmt: skip
+        x1, x2 = xp.asarray(a), xp.asarray(b)
+        with np.errstate(all="ignore"):
+            for name in ("floor_divide", "remainder", "copysign"):
+                want = getattr(np, name)(a, b)
+                got = getattr(xp, name)(x1, x2)
+                assert_close(got, want, err_msg=f"{name} {dtype}")
+                numbers = ~np.isnan(want)  # a NaN's sign bit means nothing
+                signs = np.signbit(to_host(got))[numbers], np.signbit(want)[numbers]
+                assert np.array_equal(*signs), (name, dtype)
+                out = xp.asarray(a)
+                getattr(xp.inplace, name)(out, x2, out=out)
+                assert_close(out, want, err_msg=f"inplace.{name} {dtype}")
+            ones = xp.asarray(np.ones(3, dtype))
+            signs = xp.asarray(np.array([-0.0, 0.0, -2.0], dtype))
+            assert np.signbit(to_host(xp.copysign(ones, signs))).tolist() == [True, False, True]
 
 
 @SETTINGS

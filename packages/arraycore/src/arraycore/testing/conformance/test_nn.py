@@ -181,6 +181,42 @@ def test_conv2d_backward_is_the_adjoint(xp: Any, dtype_name: str, case: dict[str
     assert not to_host(dx)[~reached].any(), "dx must be exactly 0 where no window reads x"
 
 
+#: Geometries whose padding differs before and after (TensorFlow's "same" with stride 2, even
+#: kernels), with stride and dilation: on an H200, cuDNN 9.19's filter-gradient engines got
+#: these wrong while every symmetric case was right; checked here on every backend every run.
+UNEVEN = [
+    ((2, 3, 9, 8), (4, 3, 3, 2), (2, 1), ((1, 0), (2, 1)), (1, 2)),
+    ((2, 3, 9, 8), (4, 3, 3, 3), (1, 1), ((1, 0), (2, 1)), (1, 1)),
+    ((2, 3, 9, 8), (4, 3, 3, 3), (2, 2), ((0, 1), (0, 1)), (1, 1)),
+    ((3, 5, 8, 8), (6, 5, 2, 2), (1, 1), ((0, 1), (0, 1)), (1, 1)),
+    ((1, 1, 1, 1), (3, 1, 1, 1), (1, 1), ((0, 0), (0, 1)), (1, 1)),
+]
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(("x_shape", "w_shape", "stride", "pads", "dilation"), UNEVEN)
+def test_convolutions_with_uneven_padding(
+    xp: Any, dtype_name: str, x_shape: Any, w_shape: Any, stride: Any, pads: Any, dilation: Any
+) -> None:
+    """Forward, data and filter gradients against the brute-force reference."""
+    dtype = _dtype(xp, dtype_name)
+    x_np, w_np = _random(7, x_shape, dtype), _random(8, w_shape, dtype)
+    kwargs = {"stride": stride, "padding": pads, "dilation": dilation}
+    y = xp.nn.conv2d(xp.asarray(x_np), xp.asarray(w_np), **kwargs)
+    _, c, kh, kw = w_shape
+    assert_close(y, ref.conv2d(x_np, w_np, stride, pads, dilation).astype(dtype), scale=c * kh * kw)
+    dy_np = _random(9, tuple(y.shape), dtype)
+    case = {"x_shape": x_shape, "w_shape": w_shape, "stride": stride, "pads": pads,
+            "dilation": dilation}  # fmt: skip
+    dx = xp.nn.conv2d_backward_data(xp.asarray(dy_np), xp.asarray(w_np), x_shape, **kwargs)
+    assert_close(
+        dx, _scatter_into_x_frame(dy_np, w_np, case).astype(dtype), scale=w_shape[0] * kh * kw
+    )
+    dw = xp.nn.conv2d_backward_filter(xp.asarray(x_np), xp.asarray(dy_np), w_shape, **kwargs)
+    want = ref.conv2d_backward_filter(x_np, dy_np, w_shape, stride, pads, dilation)
+    assert_close(dw, want.astype(dtype), scale=int(np.prod(y.shape)) // w_shape[0] + 1)
+
+
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @SETTINGS
 @given(case=conv_cases(), data=st.data())
