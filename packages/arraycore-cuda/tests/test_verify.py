@@ -8,6 +8,7 @@ runs for real on this machine.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 import subprocess
@@ -263,3 +264,59 @@ def test_only_reruns_some_stages_and_keeps_the_earlier_ones(tmp_path: Path) -> N
     assert stages["versions"]["status"] == "passed" and stages["versions"]["earlier run"]
     assert stages["imports"]["status"] == "passed" and "earlier run" not in stages["imports"]
     assert "| versions | passed (earlier run) |" in (out / "report.md").read_text()
+
+
+def test_gpu_test_stages_run_side_by_side_with_xdist_workers(tmp_path: Path, monkeypatch) -> None:
+    """On a many-core GPU node the test stages overlap (each pytest with its xdist workers and
+    without pytest-benchmark, which refuses xdist), the benchmarks run alone after them, and the
+    report keeps the stages' order. The stages here are stand-ins that record when they ran:
+    what is tested is the scheduling, not a GPU."""
+    spans: dict[str, tuple[float, float]] = {}
+    commands: dict[str, list[str]] = {}
+
+    def stand_in(name: str):
+        def stage(ctx: core.Context, timeout: float) -> core.Result:
+            began = time.monotonic()
+            if name in ("cuda-tests", "nnlayers"):
+                seen: list[list[str]] = []
+                real_run = ctx.run
+                ctx.run = lambda stage, cmd, timeout, **env: (  # type: ignore[method-assign]
+                    seen.append(cmd) or core.Run(0, 0.0, "")
+                )
+                try:
+                    core.pytest_stage(ctx, name, ["tests"], timeout)
+                finally:
+                    ctx.run = real_run  # type: ignore[method-assign]
+                commands[name] = seen[0]
+            time.sleep(0.4)
+            spans[name] = (began, time.monotonic())
+            return {"status": "passed", "summary": name}
+
+        return stage
+
+    gpu_stages = [*verify.PARALLEL_STAGES, "bench", "bench-networks"]
+    for name in gpu_stages:
+        monkeypatch.setitem(verify.STAGES, name, stand_in(name))
+    monkeypatch.setattr(core, "probe_gpu", lambda: core.Gpu(True, devices=["0: stand-in"]))
+    monkeypatch.setattr(verify.os, "cpu_count", lambda: 16)
+    monkeypatch.setattr(verify, "importable", lambda ctx, module: module == "xdist")
+    out = tmp_path / "report"
+    verify.main(["--out", str(out), "--no-wheelhouse", "--only", ",".join(gpu_stages)])
+    side = [spans[name] for name in verify.PARALLEL_STAGES]
+    assert max(start for start, _ in side) < min(end for _, end in side)  # all overlapped
+    last = max(end for _, end in side)
+    assert spans["bench"][0] >= last and spans["bench-networks"][0] >= spans["bench"][1]
+    assert "-n 2 -p no:benchmark" in " ".join(commands["cuda-tests"])
+    assert "-n 4 -p no:benchmark" in " ".join(commands["nnlayers"])
+    stages = json.loads((out / "report.json").read_text(encoding="utf-8"))["stages"]
+    assert list(stages) == gpu_stages
+    # --sequential: one after another, no xdist
+    spans.clear()
+    commands.clear()
+    verify.main(
+        ["--out", str(out), "--no-wheelhouse", "--sequential", "--only", ",".join(gpu_stages)]
+    )
+    order = sorted(spans, key=lambda name: spans[name][0])
+    assert order == gpu_stages
+    assert all(spans[a][1] <= spans[b][0] for a, b in itertools.pairwise(order))
+    assert "-n" not in commands["nnlayers"]

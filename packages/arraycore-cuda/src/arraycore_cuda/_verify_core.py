@@ -95,6 +95,8 @@ class Context:
     gpu: Gpu
     quick: bool = False
     logs: list[str] = field(default_factory=list)
+    #: pytest-xdist workers per pytest stage (stages run side by side on a many-core node)
+    workers: dict[str, int] = field(default_factory=dict)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -186,6 +188,9 @@ def pytest_stage(ctx: Context, name: str, args: list[str], timeout: float, **env
     junit.parent.mkdir(parents=True, exist_ok=True)
     junit.unlink(missing_ok=True)
     cmd = [ctx.python, "-m", "pytest", *args, "-q", "-ra", "-p", "no:cacheprovider"]
+    workers = ctx.workers.get(name, 0)
+    if workers > 1:  # pytest-benchmark refuses to load beside xdist: it is not used here
+        cmd += ["-n", str(workers), "-p", "no:benchmark"]
     run = ctx.run(name, [*cmd, f"--junitxml={junit}"], timeout, **env)
     found = junit_counts(junit)
     summary = ", ".join(f"{found[k]} {k}" for k in ("passed", "failed", "errors", "skipped"))
