@@ -120,17 +120,23 @@ def test_an_index_out_of_range_never_reaches_a_primitive(logging_xp: Namespace) 
     np.testing.assert_array_equal(_data(out), np.zeros(3))
 
 
-def test_device_checks_cost_one_transfer_host_checks_none(logging_xp: Namespace) -> None:
-    xp, bk = logging_xp, logging_xp._backend
+def _probe(xp: Namespace) -> tuple[Namespace, Array, Array, Array, Any]:
+    """A (10, 4) table, 8 device labels/indices in range, (8, 10) logits, and ``transfers(call)``:
+    how many host transfers ``call()`` made."""
+    bk = xp._backend
     assert isinstance(bk, LoggingTiny)
-    table = xp.asarray(np.ones((10, 4), dtype=np.float32))
-    device_ids = xp.asarray(np.arange(8) % 10)
-    logits = xp.zeros((8, 10), dtype=xp.float32)
 
     def transfers(call: Any) -> int:
         before = bk.transfers
         call()
         return bk.transfers - before
+
+    table = xp.asarray(np.ones((10, 4), dtype=np.float32))
+    return xp, table, xp.asarray(np.arange(8) % 10), xp.zeros((8, 10), dtype=xp.float32), transfers
+
+
+def test_device_checks_cost_one_transfer_host_checks_none(logging_xp: Namespace) -> None:
+    xp, table, device_ids, logits, transfers = _probe(logging_xp)
 
     assert transfers(lambda: xp.take(table, device_ids, axis=0)) == 1
     assert transfers(lambda: xp.nn.softmax_cross_entropy(logits, device_ids)) == 1
@@ -148,16 +154,7 @@ def test_device_checks_cost_one_transfer_host_checks_none(logging_xp: Namespace)
 def test_one_kind_of_check_is_switched_alone(logging_xp: Namespace) -> None:
     """``checks(False, only="labels")`` drops the label checks' transfer and keeps the index
     checks (and the reverse); an unknown kind is refused; nesting restores the outer setting."""
-    xp, bk = logging_xp, logging_xp._backend
-    assert isinstance(bk, LoggingTiny)
-    table = xp.asarray(np.ones((10, 4), dtype=np.float32))
-    ids = xp.asarray(np.arange(8) % 10)
-    logits = xp.zeros((8, 10), dtype=xp.float32)
-
-    def transfers(call: Any) -> int:
-        before = bk.transfers
-        call()
-        return bk.transfers - before
+    xp, table, ids, logits, transfers = _probe(logging_xp)
 
     with arraycore.checks(False, only="labels"):
         assert not _checks.enabled("labels") and _checks.enabled("indices")
