@@ -285,25 +285,28 @@ def test_cudnn_path_is_reported_and_used_when_installed(xp: Any) -> None:
     assert "conv2d" in cudnn.describe(), cudnn.describe()
 
 
-def test_fuse_runs_the_plain_calls(xp: Any) -> None:
-    """``xp.inplace.fuse`` is not bound to ``cupy.fuse`` (see the next test): the function runs
-    as it is, with the same results."""
+def test_fuse_is_one_cupy_kernel_for_scalar_operands(xp: Any) -> None:
+    """``scalar_operands=True``: one ``cupy.fuse`` kernel, called with new scalars; without the
+    promise the function runs as it is (see the next test for why)."""
+    import cupy
 
     def axpy(y: Any, x: Any, a: float) -> None:
         xp.inplace.multiply(y, a, out=y)
         xp.inplace.add(y, x, out=y)
 
     assert xp.inplace.fuse(axpy) is axpy
+    fused = xp.inplace.fuse(axpy, scalar_operands=True)
+    assert isinstance(fused, cupy._core.fusion.Fusion)
     y, x = xp.ones(1000, dtype=xp.float32), xp.full(1000, 2.0, dtype=xp.float32)
-    axpy(y, x, 3.0)
-    axpy(y, x, 0.5)
+    fused(y, x, 3.0)
+    fused(y, x, 0.5)
     np.testing.assert_allclose(xp.to_numpy(y), np.full(1000, 4.5, dtype=np.float32))
 
 
 @pytest.mark.xfail(
     strict=True,
     reason="CuPy 14.2's fuse computes arithmetic between two Python-float arguments (1.0 - b1) "
-    "in float16; when this passes, bind xp.inplace.fuse to CudaBackend.fuse again",
+    "in float16; when this passes, CudaBackend.fuse can fuse without scalar_operands",
 )
 def test_cupy_fuse_keeps_python_scalars_exact(xp: Any) -> None:
     """Found on an H200 (2026-11-27): ``m += g * (1.0 - b1)`` under ``cupy.fuse`` with ``b1=0.9``
@@ -317,7 +320,7 @@ def test_cupy_fuse_keeps_python_scalars_exact(xp: Any) -> None:
     rng = np.random.default_rng(0)
     g = cupy.asarray(rng.standard_normal(1000))
     fused, eager = cupy.zeros(1000), cupy.zeros(1000)
-    xp._backend.fuse(update)(fused, g, 0.9)
+    cupy.fuse(update)(fused, g, 0.9)
     update(eager, g, 0.9)
     np.testing.assert_allclose(cupy.asnumpy(fused), cupy.asnumpy(eager), rtol=1e-12)
 

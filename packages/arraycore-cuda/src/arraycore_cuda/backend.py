@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from arraycore._subnamespaces import check_fuse_args
 from arraycore.backend import BINARY_OPS as _BINARY
 from arraycore.backend import (
     ELEMENTWISE,
@@ -113,11 +114,8 @@ CUPY_OVERRIDE_NAMES = frozenset(
 )
 
 #: Every name :meth:`CudaBackend.overrides` may return (all are arraycore namespace names):
-#: the CuPy bindings and the ``nn`` kernels of :mod:`arraycore_cuda._nn_cuda`. ``inplace.fuse``
-#: is not among them: on an H200 (CuPy 14.2, 2026-11-27) ``cupy.fuse`` of the conformance kit's
-#: Adam-like chain (in-place updates, temporaries, a returned step) gave wrong numbers, so fused
-#: functions run as the plain calls until that is understood (:meth:`CudaBackend.fuse` stays).
-OVERRIDE_NAMES = CUPY_OVERRIDE_NAMES | {f"nn.{name}" for name in NN_OVERRIDES}
+#: the CuPy bindings, the ``nn`` kernels of :mod:`arraycore_cuda._nn_cuda` and the fuser.
+OVERRIDE_NAMES = CUPY_OVERRIDE_NAMES | {f"nn.{name}" for name in NN_OVERRIDES} | {"inplace.fuse"}
 
 _REDUCTIONS = REDUCE_OPS
 
@@ -419,18 +417,21 @@ class CudaBackend(Backend):
         return state.random(shape, dtype=dtype)
 
     # -- backend-specific extras (not part of the namespace) -------------------------------------
-    def fuse(self, fn: Callable[..., Any], *, kernel_name: str | None = None) -> Callable[..., Any]:
-        """``cupy.fuse(fn)``: one CUDA kernel for an element-wise function (not bound to
-        ``xp.inplace.fuse``, see :data:`OVERRIDE_NAMES`).
+    def fuse(self, fn: Callable[..., Any], *, scalar_operands: bool = False) -> Callable[..., Any]:
+        """``xp.inplace.fuse``: ``cupy.fuse(fn)``, one CUDA kernel, for functions that promise
+        ``scalar_operands``; ``fn`` itself for the others.
 
-        CuPy traces ``fn`` on its first call for each set of argument dtypes and ndims and
-        compiles it with NVRTC; in-place ``xp.inplace.<op>(..., out=a)`` calls on an argument
-        become writes of the kernel (CuPy's fusion supports ``out=`` and in-place updates).
+        On an H200 (CuPy 14.2, 2026-11-27) ``cupy.fuse`` computed arithmetic between two scalar
+        arguments (``1.0 - b1``) in float16: 1e-4 relative error in an Adam-like chain. Scalars
+        that only meet arrays were exact (nnlayers' optimiser updates, float64, to 1e-12 of
+        their NumPy textbook versions), hence the promise. CuPy traces ``fn`` on its first call
+        for each set of argument dtypes and ndims and compiles it with NVRTC; in-place
+        ``xp.inplace.<op>(..., out=a)`` calls on an argument become writes of the kernel.
         """
-        if not callable(fn):
-            raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
-        kwargs = {} if kernel_name is None else {"kernel_name": kernel_name}
-        fused = self._cp.fuse(fn, **kwargs)
+        check_fuse_args(fn, scalar_operands)
+        if not scalar_operands:
+            return fn
+        fused = self._cp.fuse(fn)
         return fused if self._index == 0 else _on_device(fused, self._index)
 
     def nn_path(self) -> str:
@@ -482,6 +483,7 @@ class CudaBackend(Backend):
             return {}
         table = override_table(self._cp, self._index)
         table.update(self._nn.table())
+        table["inplace.fuse"] = self.fuse
         if self._index != 0:
             table = {name: _on_device(fn, self._index) for name, fn in table.items()}
         return table

@@ -367,7 +367,7 @@ class InplaceNamespace(_SubNamespace):
         """Set every element of ``out`` to the scalar ``value``; returns ``out``."""
         return self.copy(value, out=out)
 
-    def fuse(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def fuse(self, fn: Callable[..., Any], *, scalar_operands: bool = False) -> Callable[..., Any]:
         """``fn`` compiled into one kernel where the backend can fuse element-wise chains.
 
         ``fn`` takes arrays and Python scalars, computes with arithmetic operators, the
@@ -375,23 +375,28 @@ class InplaceNamespace(_SubNamespace):
         one of its array arguments, and returns ``None``, an array or a tuple of arrays; no
         reductions, indexing or reads to the host. Calling the result is calling ``fn``: a backend
         with a fuser traces it into one kernel launch instead of one per operation; backends
-        without one, NumPy among them, run ``fn`` as it is (the CUDA backend too for now: CuPy
-        14.2's ``cupy.fuse`` rounds arithmetic between two scalar arguments to float16).
-        Make the fused function once (not per step): tracing is what costs.
+        without one, NumPy among them, run ``fn`` as it is. Make the fused function once (not
+        per step): tracing is what costs.
+
+        ``scalar_operands=True`` promises that ``fn`` uses its scalar arguments only as operands
+        of operations on arrays, never in arithmetic with each other or with constants (``1.0 -
+        b1``: pass ``1 - b1`` as an argument instead). The CUDA backend fuses only such
+        functions, because CuPy 14.2's ``cupy.fuse`` computes arithmetic between scalars in
+        float16; other functions run as they are there. nnlayers' optimiser updates keep the
+        promise.
 
         >>> import arraycore
         >>> xp = arraycore.namespace("numpy")
         >>> def momentum(v, g, mu):
         ...     xp.inplace.multiply(v, mu, out=v)
         ...     xp.inplace.add(v, g, out=v)
-        >>> step = xp.inplace.fuse(momentum)
+        >>> step = xp.inplace.fuse(momentum, scalar_operands=True)
         >>> v = xp.ones(3)
         >>> step(v, xp.ones(3), 0.5)
         >>> v.tolist()
         [1.5, 1.5, 1.5]
         """
-        if not callable(fn):
-            raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
+        check_fuse_args(fn, scalar_operands)
         return fn
 
     def scatter_add(self, out: Array, indices: Array, values: Array, axis: int = 0) -> Array:
@@ -549,3 +554,13 @@ class NamespaceInfo:
     def reset_memory_stats(self) -> None:
         """Start a new peak for :meth:`memory_stats`."""
         self._xp._backend.reset_memory_stats()
+
+
+def check_fuse_args(fn: Any, scalar_operands: Any) -> None:
+    """The argument checks of ``inplace.fuse``, shared with the backends' fusers."""
+    if not callable(fn):
+        raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
+    if not isinstance(scalar_operands, bool):
+        raise TypeError(
+            f"inplace.fuse: scalar_operands must be True or False, got {scalar_operands!r}"
+        )

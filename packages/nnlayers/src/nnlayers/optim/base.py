@@ -271,7 +271,8 @@ class Optimizer:
         found = kernels.get((id(xp), name))
         if found is not None and found[0] is xp:
             return found[1]
-        fn: Callable[..., Any] = xp.inplace.fuse(make(xp))
+        # the chains pass derived scalars in (1 - b1, ...): they keep fuse's scalar_operands promise
+        fn: Callable[..., Any] = xp.inplace.fuse(make(xp), scalar_operands=True)
         kernels[(id(xp), name)] = (xp, fn)
         return fn
 

@@ -241,3 +241,42 @@ def test_fuse_runs_the_chain(xp: Any, dtype_name: str) -> None:
 def test_fuse_rejects_a_non_function(xp: Any) -> None:
     with pytest.raises(TypeError, match=r"inplace.fuse: expected a function, got int"):
         xp.inplace.fuse(3)
+    with pytest.raises(TypeError, match=r"scalar_operands must be True or False, got 'yes'"):
+        xp.inplace.fuse(_adam_like(xp), scalar_operands="yes")
+
+
+def _momentum_chain(xp: Any) -> Any:
+    """An update chain that keeps ``scalar_operands``'s promise: its scalars (``one_minus_mu``
+    passed in, not computed) only ever meet arrays."""
+
+    def update(value: Any, grad: Any, v: Any, mu: float, one_minus_mu: float, lr: float) -> None:
+        ip = xp.inplace
+        ip.multiply(v, mu, out=v)
+        ip.multiply(grad, one_minus_mu, out=grad)
+        ip.add(v, grad, out=v)
+        ip.multiply(grad, 0.0, out=grad)
+        ip.add(grad, v, out=grad)
+        ip.multiply(grad, lr, out=grad)
+        ip.subtract(value, grad, out=value)
+
+    return update
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_fuse_with_scalar_operands_equals_the_eager_chain(xp: Any, dtype_name: str) -> None:
+    """What the CUDA backend fuses into one kernel: the same numbers as the plain calls, call
+    after call with new scalars (the promise kept)."""
+    if dtype_name not in acst.device_dtypes(xp):
+        pytest.skip(f"the device of backend {getattr(xp, 'name', xp)!r} has no {dtype_name}")
+    rng = np.random.default_rng(3)
+    host = {k: rng.standard_normal((4, 33)).astype(dtype_name) for k in ("value", "grad", "v")}
+    names = ("value", "grad", "v")
+    fused_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
+    eager_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
+    fused = xp.inplace.fuse(_momentum_chain(xp), scalar_operands=True)
+    eager = _momentum_chain(xp)
+    for mu, lr in ((0.9, 0.1), (0.5, 0.01)):
+        fused(*(fused_args[k] for k in names), mu, 1.0 - mu, lr)
+        eager(*(eager_args[k] for k in names), mu, 1.0 - mu, lr)
+        for k in names:
+            assert_close(fused_args[k], to_host(eager_args[k]), scale=4, err_msg=k)
