@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ctypes.util
 import math
+from collections.abc import Callable
 from importlib import metadata
 from typing import Any, ClassVar
 
 import numpy as np
 
+from arraycore._subnamespaces import check_fuse_args
 from arraycore.backend import (
     Array,
     Backend,
@@ -544,7 +546,16 @@ class OpenCLBackend(Backend, OpenCLKernels):
         return {
             **_sort.overrides(self),
             **self.shared_overrides(),
+            "inplace.fuse": self.fuse,
         }
+
+    def fuse(self, fn: Callable[..., Any], *, scalar_operands: bool = False) -> Callable[..., Any]:
+        """``xp.inplace.fuse``: chains that promise ``scalar_operands`` become one kernel per
+        signature where they can be traced (:mod:`arraycore_opencl._fuse`); ``fn`` otherwise."""
+        from . import _fuse
+
+        check_fuse_args(fn, scalar_operands)
+        return _fuse.Fused(self, fn) if scalar_operands else fn
 
     # -- random numbers ----------------------------------------------------------------------------
     def rng_state(self, seed: int) -> list[int]:

@@ -164,6 +164,20 @@ class DeviceRuntime:
             self._programs[key] = program
             return program
 
+    def build_source(self, source: str) -> Any:
+        """A program built from ``source`` (cached by its text; fused update chains)."""
+        key = ("source", source)
+        found = self._programs.get(key)
+        if found is not None:
+            return found
+        with self._lock:
+            if key not in self._programs:
+                start = time.perf_counter()
+                self._programs[key] = _cl().Program(self.context, source).build()
+                self.build_seconds += time.perf_counter() - start
+                self.builds += 1
+            return self._programs[key]
+
     def kernel(self, family: str, dtype: str, name: str) -> Any:
         """Kernel ``name`` of the (family, dtype) program (kernel objects are cached too)."""
         key = (family, dtype, name)

@@ -380,10 +380,11 @@ class InplaceNamespace(_SubNamespace):
 
         ``scalar_operands=True`` promises that ``fn`` uses its scalar arguments only as operands
         of operations on arrays, never in arithmetic with each other or with constants (``1.0 -
-        b1``: pass ``1 - b1`` as an argument instead). The CUDA backend fuses only such
-        functions, because CuPy 14.2's ``cupy.fuse`` computes arithmetic between scalars in
-        float16; other functions run as they are there. nnlayers' optimiser updates keep the
-        promise.
+        b1``: pass ``1 - b1`` as an argument instead). The fusers fuse only such functions: CUDA
+        with ``cupy.fuse`` (CuPy 14.2 computes arithmetic between scalars in float16), OpenCL by
+        recording the ``xp.inplace`` calls of a chain made of nothing else into one kernel
+        (anything else runs as it is). nnlayers' optimiser updates keep the promise. A fuser
+        calls ``fn`` once per signature with stand-ins of its arguments to trace it.
 
         >>> import arraycore
         >>> xp = arraycore.namespace("numpy")

@@ -1,0 +1,222 @@
+"""``xp.inplace.fuse`` on OpenCL: straight-line in-place update chains as one kernel.
+
+A function fused with ``scalar_operands=True`` (nnlayers' optimiser updates are such functions)
+is traced once per signature (its arrays' dtype and which arguments are arrays or scalars): its
+``xp.inplace.<op>(a, b, out=c)`` calls are recorded, with ``a``, ``b`` and ``c`` standing for
+its arguments, and become one OpenCL kernel in which every array argument is read once into a
+register, each call is one line of the op table's kernel expression, and every written argument
+is stored once. Scalars are kernel arguments, so a new learning rate needs no new kernel.
+
+What is fused: arguments that are float32 or float64 arrays of one shape and dtype, contiguous
+and not overlapping each other, and Python scalars; a body made only of ``xp.inplace`` calls of
+element-wise ops whose results are of the arrays' dtype, writing into array arguments and
+returning nothing. Anything else (temporaries, operators on arrays, other functions, a return
+value, half precision, aliased arguments) runs the function as it is, the same numbers one
+kernel launch per call. Each op rounds to the arrays' dtype as the plain calls do, and
+``FP_CONTRACT`` is off, so fused and plain updates agree to the last bit on the devices tried.
+
+Tracing replaces the namespace's ``inplace`` functions for the moment of one call of ``fn``
+(under a lock); another thread calling ``xp.inplace`` functions at that very moment would be
+recorded instead of run, which is why tracing happens once per signature, not per call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import arraycore
+from arraycore import _optable
+
+from . import _codegen
+from ._array import OpenCLArray, contiguous_strides
+from ._runtime import _cl
+
+_TRACE_LOCK = threading.Lock()
+_FLOATS = {"float32", "float64"}
+
+
+class Untraceable(Exception):
+    """The function does something a fused kernel does not express; it runs as it is."""
+
+
+class _Arg:
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<argument {self.index}>"
+
+
+class _Scalar:
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+
+Step = tuple[str, tuple[Any, ...], int]
+
+
+def _recorder(steps: list[Step], name: str) -> Callable[..., Any]:
+    arity = 1 if name in _optable.UNARY_PRIMITIVES else 2
+
+    def record(*operands: Any, out: Any = None) -> Any:
+        if len(operands) != arity or not isinstance(out, _Arg):
+            raise Untraceable(f"inplace.{name} with {len(operands)} operands into {out!r}")
+        for x in operands:
+            if not isinstance(x, _Arg | _Scalar) and not (
+                isinstance(x, int | float) and not isinstance(x, bool)
+            ):
+                raise Untraceable(f"inplace.{name} of {type(x).__name__}")
+        steps.append((name, operands, out.index))
+        return out
+
+    return record
+
+
+def trace(inplace: Any, fn: Callable[..., Any], kinds: tuple[str, ...]) -> list[Step]:
+    """The ``xp.inplace`` calls of ``fn`` called with stand-ins of ``kinds`` (``"a"`` array,
+    ``"s"`` scalar), in order."""
+    steps: list[Step] = []
+    names = sorted(_optable.UNARY_PRIMITIVES | _optable.BINARY_PRIMITIVES)
+    args = [_Arg(i) if kind == "a" else _Scalar(i) for i, kind in enumerate(kinds)]
+    with _TRACE_LOCK:
+        saved = {name: inplace.__dict__.get(name) for name in names}
+        try:
+            for name in names:
+                setattr(inplace, name, _recorder(steps, name))
+            try:
+                result = fn(*args)
+            except Untraceable:
+                raise
+            except Exception as exc:  # operators or functions on the stand-ins
+                raise Untraceable(f"{type(exc).__name__}: {exc}") from exc
+        finally:
+            for name, fn_before in saved.items():
+                if fn_before is None:
+                    inplace.__dict__.pop(name, None)
+                else:
+                    setattr(inplace, name, fn_before)
+    if result is not None:
+        raise Untraceable("the function returns a value")
+    if not steps:
+        raise Untraceable("no xp.inplace calls")
+    return steps
+
+
+def source(steps: list[Step], kinds: tuple[str, ...], dtype: str) -> str:
+    """OpenCL C of one kernel ``fused`` running ``steps`` on arguments of ``kinds``."""
+    ct = _codegen.COMPUTE[dtype]
+    exprs = {**_codegen._exprs(dtype, 1), **_codegen._exprs(dtype, 2)}
+    params = ["const long n"]
+    for i, kind in enumerate(kinds):
+        if kind == "a":
+            params += [f"__global {ct}* a{i}", f"const long o{i}"]
+        else:
+            params.append(f"const {ct} s{i}")
+    read = sorted({x.index for _, ops, _ in steps for x in ops if isinstance(x, _Arg)})
+    written = sorted({out for _, _, out in steps})
+    body = [f"    {ct} r{i} = a{i}[o{i} + i];" for i in sorted(set(read) | set(written))]
+
+    def operand(x: Any) -> str:
+        if isinstance(x, _Arg):
+            return f"r{x.index}"
+        if isinstance(x, _Scalar):
+            return f"s{x.index}"
+        return f"(({ct}){float(x)!r})"
+
+    for name, ops, out in steps:
+        found = exprs.get(name)
+        if found is None or found[1]:
+            raise Untraceable(f"inplace.{name} has no {dtype} kernel expression of {dtype}")
+        names = ("x", "y")[: len(ops)]
+        lets = " ".join(f"const {ct} {v} = {operand(x)};" for v, x in zip(names, ops))
+        body.append(f"    {{ {lets} r{out} = ({ct})({found[0]}); }}")
+    body += [f"    a{i}[o{i} + i] = r{i};" for i in written]
+    return (
+        "#pragma OPENCL FP_CONTRACT OFF\n"
+        + _codegen._helpers(dtype)
+        + f"__kernel void fused({', '.join(params)}) {{\n"
+        + "    const long i = get_global_id(0);\n    if (i >= n) return;\n"
+        + "\n".join(body)
+        + "\n}\n"
+    )
+
+
+class Fused:
+    """``fn`` as one kernel per signature where it can be traced; ``fn`` itself otherwise."""
+
+    def __init__(self, backend: Any, fn: Callable[..., Any]) -> None:
+        self.backend = backend
+        self.fn = fn
+        self.__wrapped__ = fn
+        self._kernels: dict[tuple[Any, ...], Any] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plan = None if kwargs else self._signature(args)
+        if plan is None:
+            return self.fn(*args, **kwargs)
+        key, kinds, arrays, dtype = plan
+        kernel = self._kernels.get(key)
+        if kernel is None:
+            with self._lock:
+                kernel = self._kernels.get(key)
+                if kernel is None:
+                    kernel = self._kernels[key] = self._build(kinds, dtype, arrays[0])
+        if kernel is False:
+            return self.fn(*args)
+        scalar = np.dtype(dtype).type
+        launch: list[Any] = [np.int64(arrays[0].size)]
+        for arg, kind in zip(args, kinds):
+            if kind == "a":
+                launch += [arg._buf, np.int64(arg._offset)]
+            else:
+                launch.append(scalar(arg))
+        self.backend.rt.launch(kernel, arrays[0].size, *launch)
+        return None
+
+    def _signature(self, args: tuple[Any, ...]) -> Any:
+        kinds: list[str] = []
+        arrays: list[OpenCLArray] = []
+        for arg in args:
+            if isinstance(arg, OpenCLArray):
+                kinds.append("a")
+                arrays.append(arg)
+            elif isinstance(arg, int | float) and not isinstance(arg, bool):
+                kinds.append("s")
+            else:
+                return None
+        if not arrays:
+            return None
+        first = arrays[0]
+        dtype = first.dtype.name
+        if dtype not in _FLOATS or first.size == 0:
+            return None
+        spans = []
+        for a in arrays:
+            if a._rt is not self.backend.rt or a.dtype != first.dtype or a.shape != first.shape:
+                return None
+            if a._strides != contiguous_strides(a.shape):
+                return None
+            spans.append((id(a._buf), a._offset, a._offset + a.size))
+        spans.sort()
+        for (buf, _, end), (next_buf, start, _) in itertools.pairwise(spans):
+            if buf == next_buf and start < end:
+                return None  # overlapping arguments: the plain calls see each other's writes
+        key = (dtype, tuple(kinds))
+        return key, tuple(kinds), arrays, dtype
+
+    def _build(self, kinds: tuple[str, ...], dtype: str, like: OpenCLArray) -> Any:
+        """The kernel for this signature, or False where ``fn`` cannot be traced."""
+        try:
+            steps = trace(arraycore.namespace_of(like).inplace, self.fn, kinds)
+            text = source(steps, kinds, dtype)
+        except Untraceable:
+            return False
+        rt = self.backend.rt
+        program = rt.build_source(_codegen.preamble(rt.fp64, rt.fp16) + text)
+        return _cl().Kernel(program, "fused")
