@@ -15,9 +15,7 @@ value, half precision, aliased arguments) runs the function as it is, the same n
 kernel launch per call. Each op rounds to the arrays' dtype as the plain calls do, and
 ``FP_CONTRACT`` is off, so fused and plain updates agree to the last bit on the devices tried.
 
-Tracing replaces the namespace's ``inplace`` functions for the moment of one call of ``fn``
-(under a lock); another thread calling ``xp.inplace`` functions at that very moment would be
-recorded instead of run, which is why tracing happens once per signature, not per call.
+Tracing is :mod:`arraycore._fuse_trace`'s, shared with other backends' fusers.
 """
 
 from __future__ import annotations
@@ -30,81 +28,13 @@ from typing import Any
 import numpy as np
 
 import arraycore
-from arraycore import _optable
+from arraycore._fuse_trace import Arg, Scalar, Step, Untraceable, trace
 
 from . import _codegen
 from ._array import OpenCLArray, contiguous_strides
 from ._runtime import _cl
 
-_TRACE_LOCK = threading.Lock()
 _FLOATS = {"float32", "float64"}
-
-
-class Untraceable(Exception):
-    """The function does something a fused kernel does not express; it runs as it is."""
-
-
-class _Arg:
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def __repr__(self) -> str:
-        return f"<argument {self.index}>"
-
-
-class _Scalar:
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-
-Step = tuple[str, tuple[Any, ...], int]
-
-
-def _recorder(steps: list[Step], name: str) -> Callable[..., Any]:
-    arity = 1 if name in _optable.UNARY_PRIMITIVES else 2
-
-    def record(*operands: Any, out: Any = None) -> Any:
-        if len(operands) != arity or not isinstance(out, _Arg):
-            raise Untraceable(f"inplace.{name} with {len(operands)} operands into {out!r}")
-        for x in operands:
-            if not isinstance(x, _Arg | _Scalar) and not (
-                isinstance(x, int | float) and not isinstance(x, bool)
-            ):
-                raise Untraceable(f"inplace.{name} of {type(x).__name__}")
-        steps.append((name, operands, out.index))
-        return out
-
-    return record
-
-
-def trace(inplace: Any, fn: Callable[..., Any], kinds: tuple[str, ...]) -> list[Step]:
-    """The ``xp.inplace`` calls of ``fn`` called with stand-ins of ``kinds`` (``"a"`` array,
-    ``"s"`` scalar), in order."""
-    steps: list[Step] = []
-    names = sorted(_optable.UNARY_PRIMITIVES | _optable.BINARY_PRIMITIVES)
-    args = [_Arg(i) if kind == "a" else _Scalar(i) for i, kind in enumerate(kinds)]
-    with _TRACE_LOCK:
-        saved = {name: inplace.__dict__.get(name) for name in names}
-        try:
-            for name in names:
-                setattr(inplace, name, _recorder(steps, name))
-            try:
-                result = fn(*args)
-            except Untraceable:
-                raise
-            except Exception as exc:  # operators or functions on the stand-ins
-                raise Untraceable(f"{type(exc).__name__}: {exc}") from exc
-        finally:
-            for name, fn_before in saved.items():
-                if fn_before is None:
-                    inplace.__dict__.pop(name, None)
-                else:
-                    setattr(inplace, name, fn_before)
-    if result is not None:
-        raise Untraceable("the function returns a value")
-    if not steps:
-        raise Untraceable("no xp.inplace calls")
-    return steps
 
 
 def source(steps: list[Step], kinds: tuple[str, ...], dtype: str) -> str:
@@ -117,14 +47,14 @@ def source(steps: list[Step], kinds: tuple[str, ...], dtype: str) -> str:
             params += [f"__global {ct}* a{i}", f"const long o{i}"]
         else:
             params.append(f"const {ct} s{i}")
-    read = sorted({x.index for _, ops, _ in steps for x in ops if isinstance(x, _Arg)})
+    read = sorted({x.index for _, ops, _ in steps for x in ops if isinstance(x, Arg)})
     written = sorted({out for _, _, out in steps})
     body = [f"    {ct} r{i} = a{i}[o{i} + i];" for i in sorted(set(read) | set(written))]
 
     def operand(x: Any) -> str:
-        if isinstance(x, _Arg):
+        if isinstance(x, Arg):
             return f"r{x.index}"
-        if isinstance(x, _Scalar):
+        if isinstance(x, Scalar):
             return f"s{x.index}"
         return f"(({ct}){float(x)!r})"
 
