@@ -441,3 +441,26 @@ def test_shared_kernel_host_paths_match_the_reference(
     np.testing.assert_allclose(xp.to_numpy(got), ref.nn.log_softmax(logits, axis=-1), rtol=1e-5)
     got = backend.shared_softmax(xp.asarray(logits), axis=1)  # another axis: the reference
     np.testing.assert_allclose(xp.to_numpy(got), ref.nn.softmax(logits, axis=1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("light", [True, False])
+def test_clblast_operands_are_light_views_of_the_buffers(xp: Any, light: bool, monkeypatch) -> None:
+    """pyclblast reads an Array's shape, dtype and base buffer only: the GEMM path hands it bare
+    instances carrying those (1 us instead of the constructor's 30 on PoCL), and the constructor
+    where a pyopencl refuses them; both give the same products."""
+    import pyopencl.array as cla
+
+    from arraycore_opencl import _gemm
+
+    monkeypatch.setattr(_gemm, "_LIGHT", [] if light else [False])
+    x = xp.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    view = _gemm.operand_view(cla, xp._backend.rt.queue, x._buf, x.dtype)
+    assert isinstance(view, cla.Array) and view.base_data is x._buf
+    assert view.shape == (1, x._buf.size // 4) and view.dtype == np.float32
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((130, 90)), rng.standard_normal((90, 120))
+    for dtype in ("float32", "float64"):
+        if dtype not in xp.__array_namespace_info__().dtypes():
+            continue
+        got = xp.matmul(xp.asarray(a.astype(dtype)), xp.asarray(b.astype(dtype)))
+        np.testing.assert_allclose(xp.to_numpy(got), a @ b, rtol=1e-4, atol=1e-4)
