@@ -240,6 +240,6 @@ def test_the_guide_runs_in_one_process(tmp_path, monkeypatch, capsys) -> None:
     namespace: dict = {}
     for block in guide_snippets():
         exec(compile(block, str(TRAINING), "exec"), namespace)
-    assert capsys.readouterr().out.splitlines()[-1] == "0 True"
+    assert capsys.readouterr().out.splitlines()[-1] == "rank 0: True"
     assert (tmp_path / "run.safetensors").is_file()
     assert namespace["optimizer"].learning_rate == 0.0  # the warm-up starts from zero
