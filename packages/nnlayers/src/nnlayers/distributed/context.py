@@ -36,6 +36,8 @@ from ..errors import DistributedError
 #: The environment variable that sets the default deadline of a collective, in seconds.
 ENV_TIMEOUT = "NNLAYERS_DISTRIBUTED_TIMEOUT"
 DEFAULT_TIMEOUT = 600.0
+#: Seconds between printing why a rank aborts and MPI_Abort (for the launcher to forward it).
+ABORT_GRACE = 0.2
 
 #: What launchers put in the environment of the processes they start: the variable of the
 #: world size (None where the launcher exports only a rank) and of the rank, by launcher.
@@ -169,6 +171,9 @@ class Context:
             sys.stderr.write("".join(lines))
             sys.stderr.flush()
             sys.stdout.flush()
+            # MPI_Abort has the launcher tear every process down at once; a moment first lets it
+            # forward what was just written (CI saw mpiexec end before the message came through)
+            time.sleep(ABORT_GRACE)
         finally:
             try:
                 self.comm.Abort(code)
