@@ -27,27 +27,27 @@ def _sign(x: Array, /, *, out: Array | None = None) -> Array:
 def _scatter_add(out: Array, indices: Array, values: Array, axis: int = 0) -> Array:
     """``out[..., indices[i], ...] += values[..., i, ...]``; repeated indices accumulate.
 
-    ``cupyx.scatter_add`` uses CUDA atomics, which exist for int32, uint32, uint64, float32 and
-    float64. int64 adds as uint64 (two's complement: the same bits); float16 (whose atomics need
+    ``cupy.add.at`` (CuPy 14 deprecates ``cupyx.scatter_add``, the same kernel) uses CUDA
+    atomics, which exist for int32, uint32, uint64, float32 and float64. int64 adds as uint64 (two's complement: the same bits); float16 (whose atomics need
     sm_70) accumulates in float32; narrower integers and bool go through int64 and back, which
     wraps exactly as ``numpy.add.at`` does.
     """
     import cupy
-    import cupyx
 
+    add_at = cupy.add.at
     key = (slice(None),) * (axis % out.ndim) + (indices,)
     kind = out.dtype
     if kind in (np.int32, np.uint32, np.uint64, np.float32, np.float64):
-        cupyx.scatter_add(out, key, values.astype(kind, copy=False))
+        add_at(out, key, values.astype(kind, copy=False))
     elif kind == np.int64:
-        cupyx.scatter_add(out.view(np.uint64), key, values.astype(np.int64).view(np.uint64))
+        add_at(out.view(np.uint64), key, values.astype(np.int64).view(np.uint64))
     elif kind == np.float16:
         wide = out.astype(np.float32)
-        cupyx.scatter_add(wide, key, values.astype(np.float32))
+        add_at(wide, key, values.astype(np.float32))
         cupy.copyto(out, wide, casting="unsafe")
     else:
         wide = out.astype(np.int64)
-        cupyx.scatter_add(wide.view(np.uint64), key, values.astype(np.int64).view(np.uint64))
+        add_at(wide.view(np.uint64), key, values.astype(np.int64).view(np.uint64))
         cupy.copyto(out, wide != 0 if kind == np.bool_ else wide.astype(kind), casting="unsafe")
     return out
 

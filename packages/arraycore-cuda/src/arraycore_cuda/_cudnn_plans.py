@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -11,6 +12,11 @@ from typing import Any
 _LOG = logging.getLogger("arraycore_cuda._cudnn")
 _TIMING_WARMUP = 1
 _TIMING_RUNS = 3
+#: Run plans through ``graph.execute(buffers, ..., tensor_uids=)`` with the winner pinned by
+#: ``select_plan`` where the frontend has both (1.32's Python graph): its cached ordered binding
+#: skips what ``execute_plan_at_index`` redoes on every call (the plan list walked for the
+#: deselected numeric notes, the variant pack rebuilt from a uid map). False: always by index.
+ORDERED_EXECUTE = True
 
 
 def _one_line(exc: BaseException) -> str:
@@ -29,6 +35,9 @@ class _Plan:
     name: str
     candidates: int
     timings_ms: dict[int, float] = field(default_factory=dict)
+    #: uid of each role's tensor where the ordered execute is usable (set on first run), else
+    #: None (not decided yet) or False (the frontend has no ordered execute, or it failed)
+    uids: dict[str, int] | bool | None = None
 
 
 class PlanCache:
@@ -175,15 +184,56 @@ class PlanCache:
         if best is not None:
             plan.index = best[1]
 
+    def _ordered_uids(self, plan: _Plan) -> dict[str, int] | bool:
+        """Pin ``plan.index`` on its graph and read each role's tensor uid, once; False where
+        the frontend lacks ``select_plan`` or ``execute(..., tensor_uids=)``."""
+        if plan.uids is None:
+            plan.uids = False
+            g = plan.graph
+            try:
+                takes_uids = "tensor_uids" in inspect.signature(g.execute).parameters
+            except (TypeError, ValueError):  # a pybind method without a Python signature
+                takes_uids = False
+            uids = {role: getattr(t, "uid", None) for role, t in plan.tensors.items()}
+            if (
+                takes_uids
+                and hasattr(g, "select_plan")
+                and all(isinstance(u, int) for u in uids.values())
+            ):
+                try:
+                    g.select_plan(plan.index)
+                    g.build_plans()  # the pinned plan (built already): execute() builds nothing
+                except Exception as exc:
+                    _LOG.info("cuDNN select_plan(%d) refused: %s", plan.index, _one_line(exc))
+                else:
+                    plan.uids = uids  # type: ignore[assignment]
+        return plan.uids if plan.uids is not None else False
+
     def _run(self, plan: _Plan, arrays: dict[str, Any]) -> bool:
         """Execute ``plan`` on CuPy's current stream; no host synchronisation."""
         cp = self._cp
         try:
-            pack = {plan.tensors[role]: int(a.data.ptr) for role, a in arrays.items()}
             ws = cp.empty(max(plan.workspace, 1), dtype=cp.uint8)
             self._cudnn.set_stream(
                 handle=self._handle, stream=int(cp.cuda.get_current_stream().ptr)
             )
+            uids = self._ordered_uids(plan) if ORDERED_EXECUTE else False
+            if uids:
+                try:
+                    plan.graph.execute(
+                        tuple(int(a.data.ptr) for a in arrays.values()),
+                        int(ws.data.ptr),
+                        handle=self._handle,
+                        tensor_uids=tuple(uids[role] for role in arrays),  # type: ignore[index]
+                    )
+                    return True
+                except Exception as exc:  # by index from now on
+                    _LOG.warning(
+                        "cuDNN ordered execute failed (%s); running plans by index",
+                        _one_line(exc),
+                    )
+                    plan.uids = False
+            pack = {plan.tensors[role]: int(a.data.ptr) for role, a in arrays.items()}
             plan.graph.execute_plan_at_index(
                 pack, int(ws.data.ptr), index=plan.index, handle=self._handle
             )

@@ -39,9 +39,35 @@ def _mpiexec() -> str:
     return found
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _a_gpu_per_rank() -> None:
+    """On the cuda backend each rank takes the GPU of its local rank (``init``): two ranks on
+    one host need two GPUs, and a node with fewer skips these tests (the NumPy runs in CI
+    cover the MPI logic; the one-GPU NCCL cases are in test_distributed_local.py)."""
+    if os.environ.get("ARRAYCORE_BACKEND") != "cuda":
+        return
+    from arraycore._registry import backend_class
+
+    try:
+        count = len(backend_class("cuda").devices())
+    except Exception as exc:  # no CuPy, no driver: the backend's own tests report it
+        pytest.skip(f"ARRAYCORE_BACKEND=cuda but its devices cannot be listed: {exc}")
+    if count < 2:
+        pytest.skip(f"two ranks on the cuda backend take a GPU each; this node has {count}")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """The ranks' environment. Open MPI's mpiexec refuses to start as root (containers, CI,
+    GPU nodes) unless told twice; MPICH ignores these variables."""
+    env = {**os.environ, "ARRAYCORE_NUM_THREADS": "1", **extra}
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
 def run(scenario: str, out: Path, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
     """``mpiexec -n 2 python mpi_worker.py scenario out``; its result and when it ended."""
-    env = {**os.environ, "ARRAYCORE_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env = _env(PYTHONUNBUFFERED="1")
     command = [_mpiexec(), "-n", "2", sys.executable, str(WORKER), scenario, str(out)]
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=timeout, env=env, check=False
@@ -139,7 +165,7 @@ def test_the_guide_runs_on_two_ranks(tmp_path) -> None:
     from test_distributed_local import guide_snippets
 
     (tmp_path / "train.py").write_text(guide_snippets()[0], encoding="utf-8")
-    env = {**os.environ, "ARRAYCORE_NUM_THREADS": "1"}
+    env = _env()
     command = [_mpiexec(), "-n", "2", sys.executable, "train.py"]
     result = subprocess.run(
         command, capture_output=True, text=True, timeout=TRAIN_TIMEOUT, env=env, cwd=tmp_path
