@@ -189,3 +189,27 @@ def test_windows_follow_the_shape_rules() -> None:
     assert (twin.n, twin.c, twin.h, twin.w, twin.out_h, twin.out_w) == (2, 6, 10, 8, 5, 4)
     pwin = ns.pool_window("max_pool2d", (1, 2, 7, 7), 3, None, 1)
     assert (pwin.out_h, pwin.out_w, pwin.stride, pwin.dilation) == (3, 3, (3, 3), (1, 1))
+
+
+def test_memoised_windows_still_refuse_what_equals_a_cached_key() -> None:
+    """The windows are memoised per (op, shapes, geometry); True == 1 and 2.0 == 2 as keys, yet
+    a bool or float argument is still refused after the int one was cached, NumPy integers get
+    the same window, and a refused call caches nothing."""
+    import numpy as np
+
+    good = ns.conv_window("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 1, ((1, 1), (1, 1)), 1)
+    assert ns.conv_window("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 1, ((1, 1), (1, 1)), 1) is good
+    with pytest.raises(TypeError, match="conv2d: stride"):
+        ns.conv_window("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), True, ((1, 1), (1, 1)), 1)
+    with pytest.raises(TypeError, match="conv2d: dilation"):
+        ns.conv_window("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 1, ((1, 1), (1, 1)), 1.0)
+    shape = tuple(np.int64(s) for s in (2, 3, 8, 8))
+    assert ns.conv_window("conv2d", shape, (4, 3, 3, 3), 1, ((1, 1), (1, 1)), 1) == good
+    pooled = ns.pool_window("max_pool2d", (2, 3, 8, 8), 2, None, 0)
+    assert (pooled.out_h, pooled.out_w) == (4, 4)
+    assert ns.pool_window("max_pool2d", [2, 3, 8, 8], 2, None, 0) == pooled  # a list: uncached
+    for _ in range(2):
+        with pytest.raises(ValueError, match="max_pool2d: kernel_size"):
+            ns.pool_window("max_pool2d", (2, 3, 8, 8), 9, None, 0)
+    win = ns.conv_window("conv2d", (2, 3, 8, 8), (4, 3, 3, 3), 2, "same", 1)
+    assert (win.out_h, win.out_w) == (4, 4)

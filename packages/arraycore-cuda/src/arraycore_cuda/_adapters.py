@@ -3,6 +3,7 @@ dtype, and ``from_dlpack`` onto one device."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -116,6 +117,7 @@ template <typename T> __device__ T arraycore_pymod(T a, T b) {
 """
 
 
+@functools.cache  # one set per CuPy module: the backend's primitives and its overrides share it
 def _float_ufuncs(cp: Any) -> dict[str, Callable[..., Any]]:
     """``floor_divide``, ``remainder`` and ``copysign`` with NumPy's results for floats; other
     dtypes go to CuPy's ufuncs. Each takes ``(x1, x2, /, *, out=None)``.

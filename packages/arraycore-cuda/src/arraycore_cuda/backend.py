@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from arraycore._subnamespaces import check_fuse_args
 from arraycore.backend import BINARY_OPS as _BINARY
 from arraycore.backend import (
     ELEMENTWISE,
@@ -46,6 +45,7 @@ from arraycore.backend import (
     Device,
     Key,
     Shape,
+    check_fuse_args,
 )
 from arraycore.backend import UNARY_OPS as _UNARY
 

@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from arraycore._subnamespaces import check_fuse_args
 from arraycore.backend import (
     Array,
     Backend,
@@ -19,6 +18,7 @@ from arraycore.backend import (
     DeviceNotFound,
     Key,
     Shape,
+    check_fuse_args,
 )
 
 from . import _gemm, _gemm_tuning, _runtime

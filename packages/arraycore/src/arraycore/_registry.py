@@ -60,6 +60,7 @@ KNOWN_BACKENDS: dict[str, KnownBackend] = {
 _lock = threading.RLock()
 _classes: dict[str, type[Backend]] = {}
 _namespaces: dict[tuple[str, Any], Namespace] = {}  # (name, device id) -> namespace
+_some_namespace: dict[str, Namespace] = {}  # backend name -> one of its namespaces
 _selected: dict[tuple[str, str | None], Namespace] = {}  # (name, selector) -> namespace
 _owner_by_type: dict[type, str] = {}
 _current: ContextVar[Namespace | None] = ContextVar("arraycore_backend", default=None)
@@ -239,12 +240,17 @@ def _owner(x: Any) -> Namespace | None:
         _owner_by_type[kind] = name
     if name == "numpy":
         return namespace("numpy", "cpu")
-    for (ns_name, _dev), ns in list(_namespaces.items()):
-        if ns_name == name:
-            dev = ns._backend.device_of(x)
-            found = _namespaces.get((name, dev))
-            return found if found is not None else namespace(name, dev)
-    return None
+    some = _some_namespace.get(name)  # any namespace of the backend: it tells x's device
+    if some is None:
+        for (ns_name, _dev), ns in list(_namespaces.items()):
+            if ns_name == name:
+                some = _some_namespace[name] = ns
+                break
+        else:
+            return None
+    dev = some._backend.device_of(x)
+    found = _namespaces.get((name, dev))
+    return found if found is not None else namespace(name, dev)
 
 
 def namespace_of(*args: Any) -> Namespace:

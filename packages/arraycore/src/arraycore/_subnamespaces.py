@@ -11,7 +11,7 @@ import numpy as np
 from . import _checks, _host, _nn, _optable
 from ._base import ArrayOrScalar, Scalar
 from ._dtypes import DTYPES, isdtype
-from .backend import Array, Shape
+from .backend import Array, Shape, check_fuse_args
 
 if TYPE_CHECKING:
     from ._namespace import Namespace
@@ -555,13 +555,3 @@ class NamespaceInfo:
     def reset_memory_stats(self) -> None:
         """Start a new peak for :meth:`memory_stats`."""
         self._xp._backend.reset_memory_stats()
-
-
-def check_fuse_args(fn: Any, scalar_operands: Any) -> None:
-    """The argument checks of ``inplace.fuse``, shared with the backends' fusers."""
-    if not callable(fn):
-        raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
-    if not isinstance(scalar_operands, bool):
-        raise TypeError(
-            f"inplace.fuse: scalar_operands must be True or False, got {scalar_operands!r}"
-        )

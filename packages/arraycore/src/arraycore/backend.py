@@ -304,6 +304,18 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tupl
     return tuple(sorted(result))
 
 
+# -- for backends' own fusers ---------------------------------------------------------------------
+def check_fuse_args(fn: Any, scalar_operands: Any) -> None:
+    """The argument checks of ``xp.inplace.fuse``: a backend with its own fuser calls this
+    first, so that every backend refuses the same arguments with the same errors."""
+    if not callable(fn):
+        raise TypeError(f"inplace.fuse: expected a function, got {type(fn).__name__}")
+    if not isinstance(scalar_operands, bool):
+        raise TypeError(
+            f"inplace.fuse: scalar_operands must be True or False, got {scalar_operands!r}"
+        )
+
+
 # -- for backends' own nn kernels -----------------------------------------------------------------
 # A backend that overrides ``nn.*`` checks its arguments and lays out its windows exactly as the
 # reference kernels do (same errors, same output sizes) with these helpers.
@@ -332,6 +344,7 @@ __all__ = [
     "Shape",
     "Window2d",
     "check_float",
+    "check_fuse_args",
     "check_output_shape",
     "conv_transpose_window",
     "conv_window",

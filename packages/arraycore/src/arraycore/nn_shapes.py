@@ -39,10 +39,11 @@ the oracle tests compare against, unless it says otherwise):
 
 from __future__ import annotations
 
+import functools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "Geometry2d",
@@ -438,6 +439,62 @@ def _known(op: str, *sizes: Size) -> tuple[int, ...]:
     return sizes  # type: ignore[return-value]
 
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+#: Most windows a memoised function keeps (a training loop meets a handful of geometries).
+_MEMO_SIZE = 1024
+
+
+_LEAVES = frozenset({int, str, type(None)})
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is an exact int, str or None, or a tuple of them, or a tuple of such
+    tuples (padding's form): the arguments whose equal ones always give an equal answer
+    (``True == 1`` and ``2.0 == 2``, but a bool or float stride is an error, so neither is a
+    key). Written flat: it runs on every call."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return True
+    if kind is not tuple:
+        return False
+    for v in value:
+        inner = type(v)
+        if inner in _LEAVES:
+            continue
+        if inner is not tuple:
+            return False
+        for u in v:
+            if type(u) not in _LEAVES:
+                return False
+    return True
+
+
+def _memo(fn: _F) -> _F:
+    """Memoise ``fn`` (a pure check that returns a frozen :class:`Window2d`) for positional
+    arguments of plain ints, strs and tuples: the kernels call it on every step with the same
+    shapes, and the checks cost more than the small kernels they guard. Anything else, and
+    every error, goes through ``fn`` every time."""
+    cache: dict[tuple[Any, ...], Any] = {}
+
+    @functools.wraps(fn)
+    def memoised(*args: Any, **kwargs: Any) -> Any:
+        if kwargs:
+            return fn(*args, **kwargs)
+        for a in args:
+            if not _plain(a):
+                return fn(*args)
+        hit = cache.get(args)
+        if hit is None:
+            hit = fn(*args)
+            if len(cache) >= _MEMO_SIZE:
+                cache.clear()
+            cache[args] = hit
+        return hit
+
+    return memoised  # type: ignore[return-value]
+
+
+@_memo
 def conv_window(
     op: str, x_shape: Any, w_shape: Any, stride: Any, padding: Any, dilation: Any
 ) -> Window2d:
@@ -448,6 +505,7 @@ def conv_window(
     return Window2d(n, c, h, w, kh, kw, g.stride, g.pads, g.dilation, out_h, out_w)
 
 
+@_memo
 def conv_transpose_window(
     op: str,
     x_shape: Any,
@@ -465,6 +523,7 @@ def conv_transpose_window(
     return Window2d(n, cout, out_h, out_w, kh, kw, g.stride, g.pads, g.dilation, h, w)
 
 
+@_memo
 def pool_window(op: str, x_shape: Any, kernel_size: Any, stride: Any, padding: Any) -> Window2d:
     """Check the arguments of the pooling kernels and return their windows."""
     out, g = pool2d_shape(op, x_shape, kernel_size, stride, padding)
