@@ -42,6 +42,10 @@ _CHUNK = 512
 #: Products of at most this many multiply-adds (batch included) use the plain kernel: below it,
 #: CLBlast's per-call setup (milliseconds on PoCL) costs more than the product.
 _SMALL_GEMM = 1 << 20
+#: A same-dtype strided copy goes a row per work-item (``copy_rows``) when its contiguous last
+#: axis has at least this many items and there are at least ``_ROW_COPY_ROWS`` rows to spread.
+_ROW_COPY_MIN = 16
+_ROW_COPY_ROWS = 64
 
 _IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
 
@@ -287,7 +291,37 @@ class OpenCLBackend(Backend, OpenCLKernels):
                 byte_count=out.size * dt.itemsize,
             )
             return out
+        if dt == x.dtype and self._copy_rows(out, x):
+            return out
         return self._elementwise("cast", _NAME[x.dtype], f"cast_{_NAME[dt]}", out, x)
+
+    def _copy_rows(self, out: OpenCLArray, x: OpenCLArray) -> bool:
+        """Copy ``x`` into the contiguous ``out`` a row per work-item where the last collapsed
+        axis is contiguous in both and long enough to pay (a conv's output moved from the
+        GEMM's (O, N, H*W) to (N, O, H*W), the channels-first matrix of the filter gradient):
+        on PoCL a 2 MiB transposed copy 1.6 -> 0.13 ms. False where the pattern does not hold."""
+        shape, (so, sx) = _collapse(out.shape, [out.strides, x.strides])
+        if len(shape) < 2 or so[-1] != 1 or sx[-1] != 1 or shape[-1] < _ROW_COPY_MIN:
+            return False
+        rows = math.prod(shape[:-1])
+        if rows < _ROW_COPY_ROWS:
+            return False
+        outer = shape[:-1]
+        meta = self.rt.meta(outer + so[:-1] + sx[:-1])
+        kernel = self.rt.kernel("copy", str(x.dtype.itemsize), "copy_rows")
+        self.rt.launch(
+            kernel,
+            rows,
+            np.int64(rows),
+            np.int64(shape[-1]),
+            np.int32(len(outer)),
+            meta,
+            out._buf,
+            np.int64(out._offset),
+            x._buf,
+            np.int64(x._offset),
+        )
+        return True
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> OpenCLArray:

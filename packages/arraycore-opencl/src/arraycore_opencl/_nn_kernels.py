@@ -63,6 +63,13 @@ class OpenCLKernels(KernelHost):
         out = self._empty((rows, win.n * win.out_h * win.out_w), x.dtype)
         return self._nn_launch("im2col", win, out, x, items=rows * win.n * win.out_h)
 
+    def im2row(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
+        """The transposed columns, ``(N*OH*OW, C*KH*KW)``, read in place from a strided ``x``
+        (KernelHost hook: the filter gradient's GEMM takes them untransposed)."""
+        rows = win.n * win.out_h * win.out_w
+        out = self._empty((rows, win.c * win.kh * win.kw), x.dtype)
+        return self._nn_launch("im2row", win, out, x, items=rows)
+
     def col2im(self, cols: OpenCLArray, win: Window2d) -> OpenCLArray:
         """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
         out = self._empty((win.n, win.c, win.h, win.w), cols.dtype)

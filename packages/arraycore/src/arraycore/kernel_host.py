@@ -89,6 +89,12 @@ class KernelHost(ABC):
         a kernel of its own (the OpenCL backend reads strided input in place)."""
         return self.shared_im2col(x, win)
 
+    def im2row(self, x: Any, win: Any) -> Any:
+        """The transpose of :meth:`im2col`, ``(N*OH*OW, C*KH*KW)``, for backends whose GEMM
+        runs the filter gradient faster on it than on the transposed columns (OpenCL with
+        CLBlast); None (the default) to multiply by the transposed columns."""
+        return None
+
     def col2im(self, cols: Any, win: Any) -> Any:
         """The adjoint of :meth:`im2col` (:meth:`shared_col2im` by default)."""
         return self.shared_col2im(cols, win)
@@ -203,8 +209,10 @@ class KernelHost(ABC):
             return _nn.conv2d_backward_filter(
                 xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
             )
-        cols = self.im2col(x, win)
-        dw = xp.matmul(self._channels_first(xp, dy), xp.permute_dims(cols, (1, 0)))
+        rows = self.im2row(x, win)
+        if rows is None:
+            rows = xp.permute_dims(self.im2col(x, win), (1, 0))
+        dw = xp.matmul(self._channels_first(xp, dy), rows)
         return xp.reshape(dw, (o, win.c, win.kh, win.kw))
 
     def shared_conv2d_transpose(

@@ -1,0 +1,97 @@
+"""The OpenCL backend's layout kernels against NumPy: ``copy_rows`` (a strided same-dtype copy
+whose last axis is contiguous on both sides, a row per work-item) and ``im2row`` (the
+transposed convolution columns the filter gradient multiplies)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import arraycore
+from arraycore import nn_shapes
+from arraycore.backend import BackendUnavailable
+from arraycore_opencl import OpenCLBackend
+from arraycore_opencl import _backend as backend_module
+
+try:
+    OpenCLBackend.probe()
+except BackendUnavailable as exc:  # pragma: no cover - only where OpenCL is absent
+    pytest.skip(f"no usable OpenCL device here: {exc}", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def xp() -> Any:
+    return arraycore.namespace("opencl", device=0)
+
+
+# name -> (shape of the source, axes to permute or None, then the index applied)
+VIEWS: dict[str, tuple[tuple[int, ...], tuple[int, ...] | None, Any]] = {
+    "leading axes swapped (a conv's output)": ((16, 8, 64), (1, 0, 2), ...),
+    "NCHW as channels first": ((4, 6, 8, 9), (1, 0, 2, 3), ...),
+    "rows sliced, with an offset": ((130, 40), None, (slice(3, -1), slice(2, -5))),
+    "every other row": ((256, 33), None, slice(None, None, 2)),
+    "3-D slab": ((5, 70, 20), None, (slice(1, 4), slice(None, None, 3), slice(2, 18))),
+    "permuted, then sliced": ((9, 70, 24), (1, 0, 2), (slice(2, 66), slice(1, 8), slice(3, 23))),
+}
+
+
+def _view(a: Any, permute: Any, index: Any, permute_dims: Any) -> Any:
+    return (a if permute is None else permute_dims(a, permute))[index]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int64", "bool"])
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_strided_copies_match_numpy(xp: Any, name: str, dtype: str) -> None:
+    if dtype not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"this OpenCL device has no {dtype}")
+    shape, permute, index = VIEWS[name]
+    rng = np.random.default_rng(0)
+    host = (rng.standard_normal(shape) * 50).astype(dtype)
+    view = _view(xp.asarray(host), permute, index, xp.permute_dims)
+    got = xp.to_numpy(xp.astype(view, view.dtype, copy=True))
+    np.testing.assert_array_equal(got, _view(host, permute, index, np.transpose))
+
+
+def test_the_row_copy_is_the_path_taken_where_rows_are_long(xp: Any, monkeypatch: Any) -> None:
+    """The leading-axes swap goes through copy_rows (and a short last axis does not)."""
+    bk = xp._backend
+    launched: list[str] = []
+    real = type(bk.rt).launch
+
+    def launch(self: Any, kernel: Any, n: int, *args: Any) -> None:
+        launched.append(kernel.function_name)
+        real(self, kernel, n, *args)
+
+    monkeypatch.setattr(type(bk.rt), "launch", launch)
+    a = xp.permute_dims(xp.asarray(np.ones((16, 8, 64), np.float32)), (1, 0, 2))
+    xp.astype(a, a.dtype, copy=True)
+    narrow = xp.permute_dims(xp.asarray(np.ones((16, 8, 4), np.float32)), (1, 0, 2))
+    xp.astype(narrow, narrow.dtype, copy=True)
+    assert launched == ["copy_rows", "cast_float32"]
+    assert backend_module._ROW_COPY_MIN > 4
+
+
+@pytest.mark.parametrize(
+    ("shape", "kernel", "stride", "padding", "dilation"),
+    [
+        ((2, 3, 8, 9), (3, 3), 1, 1, 1),
+        ((2, 3, 8, 9), (3, 2), 2, ((1, 0), (2, 1)), 1),
+        ((1, 4, 7, 7), (3, 3), 1, 2, 2),
+        ((3, 2, 5, 6), (1, 1), 1, 0, 1),
+    ],
+)
+def test_im2row_is_the_transpose_of_im2col(
+    xp: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dilation: Any
+) -> None:
+    bk = xp._backend
+    rng = np.random.default_rng(1)
+    host = rng.standard_normal(shape).astype(np.float32)
+    w_shape = (4, shape[1], *kernel)
+    win = nn_shapes.conv_window("conv2d", shape, w_shape, stride, padding, dilation)
+    transposed = xp.asarray(np.ascontiguousarray(host.transpose(0, 1, 3, 2)))
+    for x in (xp.asarray(host), xp.permute_dims(transposed, (0, 1, 3, 2))):
+        cols = xp.to_numpy(bk.im2col(x, win))
+        rows = xp.to_numpy(bk.im2row(x, win))
+        np.testing.assert_array_equal(rows, cols.T)
