@@ -95,3 +95,27 @@ def test_im2row_is_the_transpose_of_im2col(
         cols = xp.to_numpy(bk.im2col(x, win))
         rows = xp.to_numpy(bk.im2row(x, win))
         np.testing.assert_array_equal(rows, cols.T)
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+def test_setitem_into_strided_views_matches_numpy(xp: Any, name: str) -> None:
+    """``x[key] = v`` writes through the same row copy where rows are long: the rest of ``x``
+    stays as it was, and a value that is a view of ``x`` itself is read before it is written."""
+    shape, permute, index = VIEWS[name]
+    rng = np.random.default_rng(2)
+    host = rng.standard_normal(shape).astype(np.float32)
+    if permute is not None:
+        host = np.ascontiguousarray(host.transpose(permute))
+    target = host[index]
+    value = rng.standard_normal(target.shape).astype(np.float32)
+    x = xp.asarray(host)
+    x[index] = xp.asarray(value)
+    want = host.copy()
+    want[index] = value
+    np.testing.assert_array_equal(xp.to_numpy(x), want)
+    if target.ndim == 2 and target.shape[0] > 1:  # overlapping: rows shifted by one
+        x = xp.asarray(host)
+        x[index][1:] = x[index][:-1]
+        want = host.copy()
+        want[index][1:] = host[index][:-1].copy()
+        np.testing.assert_array_equal(xp.to_numpy(x), want)

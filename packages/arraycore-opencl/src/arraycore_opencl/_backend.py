@@ -296,8 +296,9 @@ class OpenCLBackend(Backend, OpenCLKernels):
         return self._elementwise("cast", _NAME[x.dtype], f"cast_{_NAME[dt]}", out, x)
 
     def _copy_rows(self, out: OpenCLArray, x: OpenCLArray) -> bool:
-        """Copy ``x`` into the contiguous ``out`` a row per work-item where the last collapsed
-        axis is contiguous in both and long enough to pay (a conv's output moved from the
+        """Copy ``x`` into ``out`` (same shape and dtype; a new array, or the view a ``setitem``
+        writes) a row per work-item where the last collapsed axis is contiguous in both and
+        long enough to pay (a conv's output moved from the
         GEMM's (O, N, H*W) to (N, O, H*W), the channels-first matrix of the filter gradient):
         on PoCL a 2 MiB transposed copy 1.6 -> 0.13 ms. False where the pattern does not hold."""
         shape, (so, sx) = _collapse(out.shape, [out.strides, x.strides])
@@ -495,6 +496,12 @@ class OpenCLBackend(Backend, OpenCLKernels):
             return
         if value._buf is x._buf:
             value = self.astype(value, value.dtype)  # the source may overlap the target
+        if (
+            value.dtype == x.dtype
+            and value.shape == target.shape
+            and self._copy_rows(target, value)
+        ):
+            return
         self._elementwise("cast", _NAME[value.dtype], f"cast_{_NAME[x.dtype]}", target, value)
 
     # -- gather / scatter --------------------------------------------------------------------------
