@@ -1,6 +1,7 @@
-"""The OpenCL backend's layout kernels against NumPy: ``copy_rows`` (a strided same-dtype copy
-whose last axis is contiguous on both sides, a row per work-item) and ``im2row`` (the
-transposed convolution columns the filter gradient multiplies)."""
+"""The OpenCL backend's layout kernels and split products against NumPy: ``copy_rows`` (a
+strided same-dtype copy whose last axis is contiguous on both sides, a row per work-item),
+``im2row`` (the transposed convolution columns the filter gradient multiplies) and products
+with a long reduction run as slices of ``k``."""
 
 from __future__ import annotations
 
@@ -119,3 +120,30 @@ def test_setitem_into_strided_views_matches_numpy(xp: Any, name: str) -> None:
         want = host.copy()
         want[index][1:] = host[index][:-1].copy()
         np.testing.assert_array_equal(xp.to_numpy(x), want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("a_view", [False, True])
+@pytest.mark.parametrize("b_view", [False, True])
+def test_long_reductions_split_over_k_match_numpy(
+    xp: Any, dtype: str, a_view: bool, b_view: bool, monkeypatch: Any
+) -> None:
+    """A product with a long ``k`` and a small output (a filter gradient's) runs as slices of
+    ``k`` summed (``_gemm.split_k``), for either operand transposed in memory."""
+    from arraycore_opencl import _gemm
+
+    m, n, k = 12, 40, 8192
+    assert _gemm.split_k(m, n, k) > 1
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    xa = xp.permute_dims(xp.asarray(np.ascontiguousarray(a.T)), (1, 0)) if a_view else xp.asarray(a)
+    xb = xp.permute_dims(xp.asarray(np.ascontiguousarray(b.T)), (1, 0)) if b_view else xp.asarray(b)
+    calls: list[int] = []
+    real = _gemm._split_gemm
+    monkeypatch.setattr(_gemm, "_split_gemm", lambda *args: calls.append(args[-1]) or real(*args))
+    got = xp.to_numpy(xp.matmul(xa, xb))
+    assert calls == [_gemm._SPLIT_K]
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
