@@ -52,6 +52,8 @@ import threading
 from dataclasses import replace
 from typing import Any
 
+from arraycore.backend import dtype_name
+
 from ._cudnn_plans import PlanCache, _one_line, _Plan
 
 _LOG = logging.getLogger(__name__)
@@ -382,7 +384,7 @@ class Cudnn(PlanCache):
         scale: float,
     ) -> tuple[Any, Any, Any] | None:
         """``(dq, dk, dv)`` of :meth:`attention` from ``dy`` and its ``out`` and ``stats``."""
-        if str(stats.dtype) != "float32" or str(dy.dtype) != str(q.dtype):
+        if dtype_name(stats.dtype) != "float32" or dtype_name(dy.dtype) != dtype_name(q.dtype):
             return None
         found = self._sdpa_plan("backward", q, k, v, bias, causal, scale)
         if found is None:
@@ -412,7 +414,7 @@ class Cudnn(PlanCache):
         bshape = None
         if bias is not None:
             bshape = tuple(int(s) for s in bias.shape)
-            if len(bshape) != 4 or str(bias.dtype) != dt:
+            if len(bshape) != 4 or dtype_name(bias.dtype) != dt:
                 return None
         key = (f"sdpa_{kind}", dt, *shapes, bshape, bool(causal), float(scale))
         plan = self._plan(
@@ -523,7 +525,7 @@ class Cudnn(PlanCache):
         if self.disabled_reason is not None:
             return None
         try:
-            names = {str(a.dtype) for a in arrays}
+            names = {dtype_name(a.dtype) for a in arrays}
         except AttributeError:
             return None
         if len(names) != 1:
@@ -534,7 +536,7 @@ class Cudnn(PlanCache):
     @staticmethod
     def _same_float(x: Any, *per_channel: Any) -> bool:
         """Per-channel arrays in x's dtype (or float32), as arraycore passes them."""
-        return all(str(a.dtype) in (str(x.dtype), "float32") for a in per_channel)
+        return all(dtype_name(a.dtype) in (dtype_name(x.dtype), "float32") for a in per_channel)
 
     @staticmethod
     def _bn_shape(x: Any) -> tuple[int, int, int, int] | None:

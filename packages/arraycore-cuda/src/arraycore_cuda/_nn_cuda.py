@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from arraycore import _nn
+from arraycore.backend import dtype_name
 from arraycore.device_kernels import SHARED_NN, KernelHost
 
 from ._kernels import DTYPES, CudaKernels
@@ -40,7 +41,7 @@ NN_OVERRIDES = OWN_NN + SHARED_NN
 
 def _ours(x: Array) -> bool:
     """Whether the shared kernels (arraycore.device_kernels) exist for ``x``'s dtype."""
-    return bool(x.dtype.name in DTYPES)
+    return bool(dtype_name(x.dtype) in DTYPES)
 
 
 class CudaNN(KernelHost):

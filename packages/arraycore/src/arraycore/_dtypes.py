@@ -32,6 +32,21 @@ DTYPES: tuple[str, ...] = (
 only when asked for it by name (``dtypes(kind="float16")``)."""
 
 
+_NAMES: dict[Any, str] = {}
+
+
+def dtype_name(dtype: Any) -> str:
+    """``dtype.name`` as a dict lookup: NumPy computes its ``name`` in Python (~3 us), and the
+    device backends' kernels ask it on every call to choose a kernel."""
+    try:
+        return _NAMES[dtype]
+    except KeyError:
+        name = _NAMES[dtype] = str(getattr(dtype, "name", dtype))
+        return name
+    except TypeError:  # an unhashable dtype object
+        return str(getattr(dtype, "name", dtype))
+
+
 def _as_dtype(x: Any) -> Any:
     if hasattr(x, "dtype") and not isinstance(x, np.dtype | type):
         return x.dtype

@@ -319,6 +319,7 @@ def check_fuse_args(fn: Any, scalar_operands: Any) -> None:
 # -- for backends' own nn kernels -----------------------------------------------------------------
 # A backend that overrides ``nn.*`` checks its arguments and lays out its windows exactly as the
 # reference kernels do (same errors, same output sizes) with these helpers.
+from ._dtypes import dtype_name  # noqa: E402
 from ._nn import check_float  # noqa: E402
 from .nn_shapes import (  # noqa: E402
     Window2d,
@@ -346,6 +347,7 @@ __all__ = [
     "check_float",
     "check_fuse_args",
     "check_output_shape",
+    "dtype_name",
     "conv_transpose_window",
     "conv_window",
     "kernel_expression",

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from . import _interop, _nn, _nn_attention, _nn_gru, _nn_rnn
+from ._dtypes import dtype_name
 from ._registry import namespace_of
 from .device_kernels import DTYPES, SHARED_NN, SOFTMAX_MAX_ROW, geometry
 from .nn_shapes import check_output_shape, conv_transpose_window, conv_window, pool_window
@@ -136,7 +137,7 @@ class KernelHost(ABC):
         found = self.accelerated("conv2d", win, x, w)
         if found is not None:
             return found
-        if x.dtype.name not in self.hook_dtypes:
+        if dtype_name(x.dtype) not in self.hook_dtypes:
             return _nn.conv2d(xp, x, w, stride=stride, padding=padding, dilation=dilation)
         o = int(w.shape[0])
         y2 = xp.matmul(self._matrix(xp, w), self.im2col(x, win))  # one GEMM per batch
@@ -161,7 +162,7 @@ class KernelHost(ABC):
         found = self.accelerated(op, win, dy, w)
         if found is not None:
             return found
-        if dy.dtype.name not in self.hook_dtypes:
+        if dtype_name(dy.dtype) not in self.hook_dtypes:
             return _nn.conv2d_backward_data(
                 xp, dy, w, x_shape, stride=stride, padding=padding, dilation=dilation
             )
@@ -205,7 +206,7 @@ class KernelHost(ABC):
         found = self.accelerated(op, win, x, dy)
         if found is not None:
             return found
-        if x.dtype.name not in self.hook_dtypes:
+        if dtype_name(x.dtype) not in self.hook_dtypes:
             return _nn.conv2d_backward_filter(
                 xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
             )
@@ -229,7 +230,7 @@ class KernelHost(ABC):
         xp = self._kernel_xp(op, x, w)
         win = conv_transpose_window(op, x.shape, w.shape, stride, padding, dilation, output_padding)
         _nn.check_float(op, xp.isdtype, x=x, w=w)
-        if x.dtype.name not in self.hook_dtypes:
+        if dtype_name(x.dtype) not in self.hook_dtypes:
             return _nn.conv2d_transpose(
                 xp, x, w, stride=stride, padding=padding, dilation=dilation,
                 output_padding=output_padding,
@@ -245,7 +246,7 @@ class KernelHost(ABC):
         xp = self._kernel_xp("max_pool2d", x)
         win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("max_pool2d", xp.isdtype, x=x)
-        if x.dtype.name not in self.hook_dtypes:
+        if dtype_name(x.dtype) not in self.hook_dtypes:
             return _nn.max_pool2d(xp, x, kernel_size, stride, padding)
         return self.max_pool(x, win)
 
@@ -257,7 +258,7 @@ class KernelHost(ABC):
         win = pool_window(op, x.shape, kernel_size, stride, padding)
         check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy, x=x)
-        if x.dtype.name not in self.hook_dtypes:
+        if dtype_name(x.dtype) not in self.hook_dtypes:
             return _nn.max_pool2d_backward(xp, dy, x, kernel_size, stride, padding)
         return self.max_pool_backward(dy, x, win)
 
@@ -272,7 +273,7 @@ class KernelHost(ABC):
         xp = self._kernel_xp("avg_pool2d", x)
         win = pool_window("avg_pool2d", x.shape, kernel_size, stride, padding)
         _nn.check_float("avg_pool2d", xp.isdtype, x=x)
-        if x.dtype.name not in DTYPES:
+        if dtype_name(x.dtype) not in DTYPES:
             return _nn.avg_pool2d(xp, x, kernel_size, stride, padding, count_include_pad)
         out = self.kernel_empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
         flag = np.int32(bool(count_include_pad))
@@ -292,7 +293,7 @@ class KernelHost(ABC):
         win = pool_window(op, x_shape, kernel_size, stride, padding)
         check_output_shape(op, "dy", dy.shape, win, win.c)
         _nn.check_float(op, xp.isdtype, dy=dy)
-        if dy.dtype.name not in DTYPES:
+        if dtype_name(dy.dtype) not in DTYPES:
             return _nn.avg_pool2d_backward(
                 xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
             )
@@ -309,7 +310,7 @@ class KernelHost(ABC):
         ndim = len(x.shape)
         (ax,) = _nn.axis_tuple(axis, ndim, op)
         cols = int(x.shape[ax]) if ndim else 0
-        if ax != ndim - 1 or x.dtype.name not in DTYPES or not 0 < cols <= SOFTMAX_MAX_ROW:
+        if ax != ndim - 1 or dtype_name(x.dtype) not in DTYPES or not 0 < cols <= SOFTMAX_MAX_ROW:
             return None
         rows = math.prod(int(s) for s in x.shape) // cols
         out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
@@ -332,7 +333,11 @@ class KernelHost(ABC):
         xp = self._kernel_xp(op, logits, labels)
         classes = _nn.check_cross_entropy(op, xp.isdtype, logits, labels)
         rows = math.prod(int(s) for s in logits.shape[:-1])
-        if logits.dtype.name not in DTYPES or not 0 < classes <= SOFTMAX_MAX_ROW or rows == 0:
+        if (
+            dtype_name(logits.dtype) not in DTYPES
+            or not 0 < classes <= SOFTMAX_MAX_ROW
+            or rows == 0
+        ):
             return _nn.softmax_cross_entropy(xp, logits, labels, scale)
         labels64 = xp.astype(labels, xp.int64, copy=False)
         dlogits = self.kernel_empty(tuple(int(s) for s in logits.shape), logits.dtype)
@@ -352,7 +357,7 @@ class KernelHost(ABC):
         xp = self._kernel_xp(op, *arrays.values())
         _nn.check_gelu(op, xp.isdtype, approximate, **arrays)
         x = arrays["x"]
-        if x.dtype.name not in DTYPES:
+        if dtype_name(x.dtype) not in DTYPES:
             return None
         kernel = op if approximate == "tanh" else op.replace("gelu", "gelu_erf", 1)
         out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
@@ -390,7 +395,7 @@ class KernelHost(ABC):
         _nn.check_batch_norm(xp.isdtype, x, gamma, beta, eps)
         shape = tuple(int(s) for s in x.shape)
         total = math.prod(shape)
-        if x.dtype.name not in DTYPES or total == 0:
+        if dtype_name(x.dtype) not in DTYPES or total == 0:
             return _nn.batch_norm(xp, x, gamma, beta, eps)
         geo = self._bn_geometry(x)
         c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
@@ -416,7 +421,7 @@ class KernelHost(ABC):
         _nn.check_batch_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
         shape = tuple(int(s) for s in x.shape)
         total = math.prod(shape)
-        if x.dtype.name not in DTYPES or total == 0:
+        if dtype_name(x.dtype) not in DTYPES or total == 0:
             return _nn.batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
         geo = self._bn_geometry(x)
         c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
@@ -442,7 +447,7 @@ class KernelHost(ABC):
         d = math.prod(int(s) for s in gamma.shape)
         lead = tuple(int(s) for s in x.shape[: len(x.shape) - len(axes)])
         rows = math.prod(lead)
-        if x.dtype.name not in DTYPES or rows == 0 or d == 0:
+        if dtype_name(x.dtype) not in DTYPES or rows == 0 or d == 0:
             return _nn.layer_norm(xp, x, gamma, beta, eps)
         y = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
         mean, inv_std = self.kernel_empty(lead, x.dtype), self.kernel_empty(lead, x.dtype)
@@ -462,7 +467,7 @@ class KernelHost(ABC):
         axes = _nn.check_layer_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
         d = math.prod(int(s) for s in gamma.shape)
         rows = math.prod(int(s) for s in x.shape[: len(x.shape) - len(axes)])
-        if x.dtype.name not in DTYPES or rows == 0 or d == 0:
+        if dtype_name(x.dtype) not in DTYPES or rows == 0 or d == 0:
             return _nn.layer_norm_backward(xp, dy, x, gamma, mean, inv_std)
         dx = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
         dgamma = self.kernel_empty(tuple(int(s) for s in gamma.shape), x.dtype)
@@ -494,7 +499,7 @@ class KernelHost(ABC):
         launch."""
         xp = self._kernel_xp("lstm", *(a for a in (x, w, u, b, h0, c0) if a is not None))
         n, t_len, _, hidden = _nn_rnn.check_lstm(xp.isdtype, x, w, u, b, h0, c0)
-        if x.dtype.name not in DTYPES:
+        if dtype_name(x.dtype) not in DTYPES:
             return _nn_rnn.lstm(xp, x, w, u, b, h0, c0)
         dt = x.dtype
         xs, us, _ = _nn_rnn.projection(xp, x, w, u, b)
@@ -535,7 +540,7 @@ class KernelHost(ABC):
         given = [a for a in (dy, dh_n, dc_n, x, w, u, b, h0, c0, y) if a is not None]
         xp = self._kernel_xp("lstm_backward", *given)
         n, t_len, _, hidden = _nn_rnn.check_lstm(xp.isdtype, x, w, u, b, h0, c0)
-        if x.dtype.name not in DTYPES:
+        if dtype_name(x.dtype) not in DTYPES:
             return _nn_rnn.lstm_backward(xp, dy, dh_n, dc_n, x, w, u, b, h0, c0, y, saved)
         dt = x.dtype
         gates, tanh_c, cs = (self.kernel_dense(a) for a in saved)
@@ -573,7 +578,7 @@ class KernelHost(ABC):
         step one product with ``u`` (none before the first state) and one launch."""
         xp = self._kernel_xp("gru_sequence", *(a for a in (xw, u, b, h0) if a is not None))
         n, t_len, hidden = _nn_gru.check_gru("nn.gru_sequence", xp.isdtype, xw, u, b, h0)
-        if xw.dtype.name not in DTYPES:
+        if dtype_name(xw.dtype) not in DTYPES:
             return _nn_gru.gru_sequence(xp, xw, u, b, h0)
         dt = xw.dtype
         seq = (n, t_len, hidden)
@@ -600,7 +605,7 @@ class KernelHost(ABC):
         op = "gru_sequence_backward"
         xp = self._kernel_xp(op, *(a for a in (dy, u, h0, y) if a is not None))
         n, t_len, hidden = _nn_gru.check_gru_backward(xp.isdtype, dy, u, h0, y, saved)
-        if y.dtype.name not in DTYPES:
+        if dtype_name(y.dtype) not in DTYPES:
             return _nn_gru.gru_sequence_backward(xp, dy, u, h0, y, saved)
         dt = y.dtype
         ru, cand, rec_n = (self.kernel_dense(a) for a in saved)
@@ -669,7 +674,7 @@ class KernelHost(ABC):
         tq, d = int(q.shape[-2]), int(q.shape[-1])
         tk, dv = int(k.shape[-2]), int(v.shape[-1])
         batch = math.prod(int(s) for s in q.shape[:-2])
-        if q.dtype.name not in DTYPES or 0 in (batch, tq, tk, d, dv):
+        if dtype_name(q.dtype) not in DTYPES or 0 in (batch, tq, tk, d, dv):
             return None
         if len(q.shape) - 2 > self.ATTN_MAX_LEAD:
             return None
