@@ -147,3 +147,33 @@ def test_long_reductions_split_over_k_match_numpy(
     want = a.astype(np.float64) @ b.astype(np.float64)
     rtol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shape", [(8, 4, 6, 5), (4, 70, 17, 1), (3, 2, 3, 3)])
+def test_batch_norm_by_rows_gives_the_shared_kernels_bits(
+    xp: Any, dtype: str, shape: Any, monkeypatch: Any
+) -> None:
+    """bn_normalize / bn_backward_data run a (n, c) row per work-item where rows are long; the
+    results are the shared element-wise kernels' to the bit (and NumPy's to rounding)."""
+    from arraycore_opencl import _nn_kernels
+
+    rng = np.random.default_rng(4)
+    x, dy = (rng.standard_normal(shape).astype(dtype) for _ in range(2))
+    gamma, beta = (rng.standard_normal(shape[1]).astype(dtype) for _ in range(2))
+    results = {}
+    for rows in (True, False):
+        monkeypatch.setattr(_nn_kernels, "_ROW_ITEMS", 16 if rows else 10**12)
+        monkeypatch.setattr(_nn_kernels, "_ROW_COUNT", 1)
+        y, mean, inv_std = xp.nn.batch_norm(xp.asarray(x), xp.asarray(gamma), xp.asarray(beta))
+        grads = xp.nn.batch_norm_backward(
+            xp.asarray(dy), xp.asarray(x), xp.asarray(gamma), mean, inv_std
+        )
+        results[rows] = [xp.to_numpy(a) for a in (y, *grads)]
+    for by_rows, by_items in zip(results[True], results[False], strict=True):
+        np.testing.assert_array_equal(by_rows, by_items)
+    ref = arraycore.namespace("numpy")
+    want = ref.nn.batch_norm(x, gamma, beta)[0]
+    np.testing.assert_allclose(
+        results[True][0], want, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-5
+    )

@@ -13,6 +13,13 @@ from arraycore.nn_shapes import Window2d
 from ._array import OpenCLArray
 from ._runtime import DTYPE_NAME as _NAME
 
+#: Shared kernels (arraycore.device_kernels) this backend runs a row per work-item instead, by
+#: their row-wise twins in its "nn" program (same arguments and arithmetic), where rows hold
+#: at least ``_ROW_ITEMS`` items and there are ``_ROW_COUNT`` of them to spread.
+_BY_ROWS = {"bn_normalize": "bn_normalize_rows", "bn_backward_data": "bn_backward_data_rows"}
+_ROW_ITEMS = 16
+_ROW_COUNT = 64
+
 if TYPE_CHECKING:
     from ._runtime import DeviceRuntime
 
@@ -105,4 +112,10 @@ class OpenCLKernels(KernelHost):
         return x._buf
 
     def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
+        rows = _BY_ROWS.get(name)
+        if rows is not None:  # args: (n, C, HW, ...)
+            hw = int(args[2])
+            if hw >= _ROW_ITEMS and n // hw >= _ROW_COUNT:
+                self.rt.launch(self.rt.kernel("nn", _NAME[dtype], rows), n // hw, *args)
+                return
         self.rt.launch(self.rt.kernel("dk", _NAME[dtype], name), n, *args)
