@@ -400,7 +400,8 @@ class OpenCLBackend(Backend, OpenCLKernels):
         and for small products (up to ``_SMALL_GEMM`` multiply-adds)."""
         m, k = x1.shape[-2:]
         n = x2.shape[-1]
-        batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
+        lead1, lead2 = x1.shape[:-2], x2.shape[:-2]
+        batch = lead1 if lead1 == lead2 else tuple(np.broadcast_shapes(lead1, lead2))
         dt = x1.dtype
         out = self._empty((*batch, m, n), dt)
         if out.size == 0:

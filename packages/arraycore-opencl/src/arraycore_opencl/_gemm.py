@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from arraycore.backend import dtype_name
+
 from . import _runtime
 from ._array import OpenCLArray
 from ._gemm_tuning import shape_key
@@ -80,6 +82,7 @@ def gemm(
 
     cla = _runtime._cl().array
     dt = out.dtype
+    name = dtype_name(dt)
     q = bk.rt.queue
     tuner = bk.rt.gemm_tuner()
 
@@ -104,8 +107,8 @@ def gemm(
         if parts > 1:
             _split_gemm(bk, tuner, (a2, at, lda), (b2, bt, ldb), out, rows, n, k, parts)
             return
-        key = shape_key(dt.name, rows, n, k, at, bt)
-        tuner.run(key, dt.name, lambda: pyclblast.gemm(*args, **opts), q.finish)
+        key = shape_key(name, rows, n, k, at, bt)
+        tuner.run(key, name, lambda: pyclblast.gemm(*args, **opts), q.finish)
         return
     a = bk._contiguous(bk.broadcast_to(x1, (*batch, m, k)))
     b = bk._contiguous(bk.broadcast_to(x2, (*batch, k, n)))
@@ -115,8 +118,8 @@ def gemm(
         a_ld=k, b_ld=n, c_ld=n, a_stride=m * k, b_stride=k * n, c_stride=m * n,
         a_offset=a._offset, b_offset=b._offset,
     )  # fmt: skip
-    key = shape_key(dt.name, m, n, k, False, False, nb)
-    tuner.run(key, dt.name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)
+    key = shape_key(name, m, n, k, False, False, nb)
+    tuner.run(key, name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)
 
 
 def _split_gemm(
@@ -137,6 +140,7 @@ def _split_gemm(
     (a2, at, lda), (b2, bt, ldb) = a, b
     cla = _runtime._cl().array
     dt = out.dtype
+    name = dtype_name(dt)
     q = bk.rt.queue
     kc = k // parts
     partial = bk._empty((parts, rows, n), dt)
@@ -151,8 +155,8 @@ def _split_gemm(
         a_stride=kc * lda if at else kc, b_stride=kc if bt else kc * ldb, c_stride=rows * n,
         a_offset=a2._offset, b_offset=b2._offset,
     )  # fmt: skip
-    key = shape_key(dt.name, rows, n, kc, at, bt, parts)
-    tuner.run(key, dt.name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)
+    key = shape_key(name, rows, n, kc, at, bt, parts)
+    tuner.run(key, name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)
     total = bk.reduce("sum", partial, (0,), False)  # contiguous (rows, n), as ``out`` is
     _runtime._cl().enqueue_copy(
         q,
