@@ -12,19 +12,9 @@ import pytest
 
 import arraycore
 from arraycore import nn_shapes
-from arraycore.backend import BackendUnavailable
-from arraycore_opencl import OpenCLBackend
 from arraycore_opencl import _backend as backend_module
 
-try:
-    OpenCLBackend.probe()
-except BackendUnavailable as exc:  # pragma: no cover - only where OpenCL is absent
-    pytest.skip(f"no usable OpenCL device here: {exc}", allow_module_level=True)
-
-
-@pytest.fixture(scope="module")
-def xp() -> Any:
-    return arraycore.namespace("opencl", device=0)
+# ``xp`` (the first OpenCL device, or a skip) comes from conftest.py
 
 
 # name -> (shape of the source, axes to permute or None, then the index applied)
