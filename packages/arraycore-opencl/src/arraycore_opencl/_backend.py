@@ -308,20 +308,10 @@ class OpenCLBackend(Backend, OpenCLKernels):
         if rows < _ROW_COPY_ROWS:
             return False
         outer = shape[:-1]
-        meta = self.rt.meta(outer + so[:-1] + sx[:-1])
+        meta = self.rt.meta(outer + so[:-1] + sx[:-1] + (shape[-1],))
         kernel = self.rt.kernel("copy", str(x.dtype.itemsize), "copy_rows")
-        self.rt.launch(
-            kernel,
-            rows,
-            np.int64(rows),
-            np.int64(shape[-1]),
-            np.int32(len(outer)),
-            meta,
-            out._buf,
-            np.int64(out._offset),
-            x._buf,
-            np.int64(x._offset),
-        )
+        args = (np.int64(rows), np.int32(len(outer)), meta, out._buf, np.int64(out._offset))
+        self.rt.launch(kernel, rows, *args, x._buf, np.int64(x._offset))
         return True
 
     # -- reductions --------------------------------------------------------------------------------

@@ -253,32 +253,12 @@ COPY_WIDTHS = {"1": "uchar", "2": "ushort", "4": "uint", "8": "ulong"}
 def copy_program(width: str, all_dtypes: list[str]) -> str:
     """``copy_rows``: a strided copy whose last axis is contiguous in the source and the result
     (a transposed view's rows, a slice, a permutation that keeps the last axis). Work-item
-    ``r`` copies row ``r`` (``L`` items): the index arithmetic runs once per row instead of
-    once per item, which the generic strided kernel pays in 64-bit divisions."""
+    ``r`` copies row ``r``: the strided kernel's index arithmetic over the outer axes, paid
+    once per row instead of once per item (64-bit divisions); the row length ``L`` follows the
+    strides in ``meta``."""
     t = COPY_WIDTHS[width]
-    return f"""
-__kernel void copy_rows(const long rows, const long L, const int nd, __global const long* meta,
-                        __global {t}* out, const long o_off, __global const {t}* a0,
-                        const long off0) {{
-    const long gid = get_global_id(0);
-    if (gid >= rows) return;
-    long rem = gid;
-    long po = o_off;
-    long p0 = off0;
-    for (int d = nd - 1; d > 0; --d) {{
-        const long s = meta[d];
-        const long c = rem % s;
-        rem /= s;
-        po += c * meta[nd + d];
-        p0 += c * meta[2 * nd + d];
-    }}
-    po += rem * meta[nd];
-    p0 += rem * meta[2 * nd];
-    __global {t}* o = out + po;
-    __global const {t}* a = a0 + p0;
-    for (long i = 0; i < L; ++i) o[i] = a[i];
-}}
-"""
+    body = "const long L = meta[3 * nd]; for (long i = 0; i < L; ++i) out[po + i] = a0[p0 + i];"
+    return _strided_kernel("copy_rows", t, [(t, "x")], body)
 
 
 # -- reductions -----------------------------------------------------------------------------------

@@ -146,36 +146,33 @@ class DeviceRuntime:
     # -- programs --------------------------------------------------------------------------------
     def program(self, family: str, dtype: str) -> Any:
         """The compiled program of ``family`` for ``dtype`` (built once, then cached)."""
-        key = (family, dtype)
-        found = self._programs.get(key)
-        if found is not None:
-            return found
-        with self._lock:
-            if key in self._programs:
-                return self._programs[key]
-            source = _codegen.preamble(self.fp64, self.fp16) + _codegen.FAMILIES[family](
-                dtype, self.dtypes
-            )
-            start = time.perf_counter()
-            program = _cl().Program(self.context, source).build()
-            self.build_seconds += time.perf_counter() - start
-            self.builds += 1
-            self._arg_dtypes[key] = scalar_arg_dtypes(source)
-            self._programs[key] = program
-            return program
+        return self._program(
+            (family, dtype),
+            lambda: (
+                _codegen.preamble(self.fp64, self.fp16)
+                + _codegen.FAMILIES[family](dtype, self.dtypes)
+            ),
+        )
 
     def build_source(self, source: str) -> Any:
         """A program built from ``source`` (cached by its text; fused update chains)."""
-        key = ("source", source)
+        return self._program(("source", source), lambda: source)
+
+    def _program(self, key: tuple[str, str], source: Any) -> Any:
+        """The program cached under ``key``, built from ``source()`` on first use (counted in
+        :attr:`builds` and :attr:`build_seconds`, scalar argument types noted per kernel)."""
         found = self._programs.get(key)
         if found is not None:
             return found
         with self._lock:
             if key not in self._programs:
+                text = source()
                 start = time.perf_counter()
-                self._programs[key] = _cl().Program(self.context, source).build()
+                program = _cl().Program(self.context, text).build()
                 self.build_seconds += time.perf_counter() - start
                 self.builds += 1
+                self._arg_dtypes[key] = scalar_arg_dtypes(text)
+                self._programs[key] = program
             return self._programs[key]
 
     def kernel(self, family: str, dtype: str, name: str) -> Any:
