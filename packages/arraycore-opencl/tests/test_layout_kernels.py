@@ -1,6 +1,6 @@
-"""The OpenCL backend's layout kernels and split products against NumPy: ``copy_rows`` (a
-strided same-dtype copy whose last axis is contiguous on both sides, a row per work-item),
-``im2row`` (the transposed convolution columns the filter gradient multiplies) and products
+"""The OpenCL backend's layout kernels and split products against NumPy: strided copies and
+element-wise kernels whose work-items each take a piece of a row (pieces of every length, rows
+that do not divide into them, broadcast and permuted operands, fused updates), ``im2row`` (the transposed convolution columns the filter gradient multiplies) and products
 with a long reduction run as slices of ``k``."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 
 import arraycore
 from arraycore import nn_shapes
-from arraycore_opencl import _backend as backend_module
 
 # ``xp`` (the first OpenCL device, or a skip) comes from conftest.py
 
@@ -32,11 +31,15 @@ def _view(a: Any, permute: Any, index: Any, permute_dims: Any) -> Any:
     return (a if permute is None else permute_dims(a, permute))[index]
 
 
+@pytest.mark.parametrize("piece", [5, 256])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int64", "bool"])
 @pytest.mark.parametrize("name", sorted(VIEWS))
-def test_strided_copies_match_numpy(xp: Any, name: str, dtype: str) -> None:
+def test_strided_copies_match_numpy(
+    xp: Any, monkeypatch: Any, name: str, dtype: str, piece: int
+) -> None:
     if dtype not in xp.__array_namespace_info__().dtypes():
         pytest.skip(f"this OpenCL device has no {dtype}")
+    monkeypatch.setattr(xp._backend.rt, "piece", piece)
     shape, permute, index = VIEWS[name]
     rng = np.random.default_rng(0)
     host = (rng.standard_normal(shape) * 50).astype(dtype)
@@ -45,23 +48,42 @@ def test_strided_copies_match_numpy(xp: Any, name: str, dtype: str) -> None:
     np.testing.assert_array_equal(got, _view(host, permute, index, np.transpose))
 
 
-def test_the_row_copy_is_the_path_taken_where_rows_are_long(xp: Any, monkeypatch: Any) -> None:
-    """The leading-axes swap goes through copy_rows (and a short last axis does not)."""
-    bk = xp._backend
-    launched: list[str] = []
-    real = type(bk.rt).launch
+@pytest.mark.parametrize("piece", [1, 3, 64, 256])
+def test_element_wise_pieces_match_numpy(xp: Any, monkeypatch: Any, piece: int) -> None:
+    """Every item is computed once, whatever the piece length: rows of 300 (not a multiple of
+    any piece), one long axis, broadcast and permuted operands, ``where``, casts, ``setitem``
+    into a strided view and a fused in-place chain."""
+    monkeypatch.setattr(xp._backend.rt, "piece", piece)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5, 7, 300)).astype(np.float32)
+    b = rng.standard_normal((7, 1)).astype(np.float32)
+    c = rng.standard_normal(300).astype(np.float32)
+    da, db, dc = xp.asarray(a), xp.asarray(b), xp.asarray(c)
+    np.testing.assert_array_equal(xp.to_numpy(da * da), a * a)
+    np.testing.assert_array_equal(xp.to_numpy(da + db), a + b)
+    np.testing.assert_array_equal(xp.to_numpy(dc - da), c - a)
+    np.testing.assert_allclose(xp.to_numpy(xp.exp(dc)), np.exp(c), rtol=1e-6)  # one axis
+    t = xp.permute_dims(da, (2, 0, 1))
+    np.testing.assert_array_equal(xp.to_numpy(t * 2.0), np.transpose(a, (2, 0, 1)) * 2)
+    np.testing.assert_array_equal(xp.to_numpy(xp.where(da > 0, da, db)), np.where(a > 0, a, b))
+    np.testing.assert_array_equal(
+        xp.to_numpy(xp.astype(da * 10, xp.int32)), (a * 10).astype(np.int32)
+    )
+    np.testing.assert_array_equal(xp.to_numpy(xp.greater(da, dc)), a > c)
+    target, host = xp.zeros((5, 7, 600), dtype=xp.float32), np.zeros((5, 7, 600), np.float32)
+    target[:, :, ::2] = da
+    host[:, :, ::2] = a
+    np.testing.assert_array_equal(xp.to_numpy(target), host)
 
-    def launch(self: Any, kernel: Any, n: int, *args: Any) -> None:
-        launched.append(kernel.function_name)
-        real(self, kernel, n, *args)
+    def update(v: Any, g: Any, lr: float) -> None:
+        xp.inplace.multiply(g, lr, out=g)
+        xp.inplace.subtract(v, g, out=v)
 
-    monkeypatch.setattr(type(bk.rt), "launch", launch)
-    a = xp.permute_dims(xp.asarray(np.ones((16, 8, 64), np.float32)), (1, 0, 2))
-    xp.astype(a, a.dtype, copy=True)
-    narrow = xp.permute_dims(xp.asarray(np.ones((16, 8, 4), np.float32)), (1, 0, 2))
-    xp.astype(narrow, narrow.dtype, copy=True)
-    assert launched == ["copy_rows", "cast_float32"]
-    assert backend_module._ROW_COPY_MIN > 4
+    step = xp.inplace.fuse(update, scalar_operands=True)
+    v, g = xp.asarray(a.copy()), xp.asarray(a * 0.5)
+    step(v, g, 0.25)
+    want = a - (a * 0.5) * np.float32(0.25)
+    np.testing.assert_array_equal(xp.to_numpy(v), want)
 
 
 @pytest.mark.parametrize(

@@ -42,10 +42,6 @@ _CHUNK = 512
 #: Products of at most this many multiply-adds (batch included) use the plain kernel: below it,
 #: CLBlast's per-call setup (milliseconds on PoCL) costs more than the product.
 _SMALL_GEMM = 1 << 20
-#: A same-dtype strided copy goes a row per work-item (``copy_rows``) when its contiguous last
-#: axis has at least this many items and there are at least ``_ROW_COPY_ROWS`` rows to spread.
-_ROW_COPY_MIN = 16
-_ROW_COPY_ROWS = 64
 
 _IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
 
@@ -190,11 +186,19 @@ class OpenCLBackend(Backend, OpenCLKernels):
             return out
         strides = [out.strides] + [_broadcast_strides(x, out.shape) for x in inputs]
         shape, strides = _collapse(out.shape, strides)
-        meta = self.rt.meta(shape + tuple(v for st in strides for v in st))
-        args: list[Any] = [np.int64(n), np.int32(len(shape)), meta, out._buf, np.int64(out._offset)]
+        piece = self.rt.piece
+        meta = self.rt.meta(shape + tuple(v for st in strides for v in st) + (piece,))
+        items = n // shape[-1] * -(-shape[-1] // piece) if self.rt.pieces else n
+        args: list[Any] = [
+            np.int64(items),
+            np.int32(len(shape)),
+            meta,
+            out._buf,
+            np.int64(out._offset),
+        ]
         for x in inputs:
             args += [x._buf, np.int64(x._offset)]
-        self.rt.launch(self.rt.kernel(family, dtype, name), n, *args)
+        self.rt.launch(self.rt.kernel(family, dtype, name), items, *args)
         return out
 
     def _contiguous(self, x: OpenCLArray) -> OpenCLArray:
@@ -291,28 +295,7 @@ class OpenCLBackend(Backend, OpenCLKernels):
                 byte_count=out.size * dt.itemsize,
             )
             return out
-        if dt == x.dtype and self._copy_rows(out, x):
-            return out
         return self._elementwise("cast", _NAME[x.dtype], f"cast_{_NAME[dt]}", out, x)
-
-    def _copy_rows(self, out: OpenCLArray, x: OpenCLArray) -> bool:
-        """Copy ``x`` into ``out`` (same shape and dtype; a new array, or the view a ``setitem``
-        writes) a row per work-item where the last collapsed axis is contiguous in both and
-        long enough to pay (a conv's output moved from the
-        GEMM's (O, N, H*W) to (N, O, H*W), the channels-first matrix of the filter gradient):
-        on PoCL a 2 MiB transposed copy 1.6 -> 0.13 ms. False where the pattern does not hold."""
-        shape, (so, sx) = _collapse(out.shape, [out.strides, x.strides])
-        if len(shape) < 2 or so[-1] != 1 or sx[-1] != 1 or shape[-1] < _ROW_COPY_MIN:
-            return False
-        rows = math.prod(shape[:-1])
-        if rows < _ROW_COPY_ROWS:
-            return False
-        outer = shape[:-1]
-        meta = self.rt.meta(outer + so[:-1] + sx[:-1] + (shape[-1],))
-        kernel = self.rt.kernel("copy", str(x.dtype.itemsize), "copy_rows")
-        args = (np.int64(rows), np.int32(len(outer)), meta, out._buf, np.int64(out._offset))
-        self.rt.launch(kernel, rows, *args, x._buf, np.int64(x._offset))
-        return True
 
     # -- reductions --------------------------------------------------------------------------------
     def reduce(self, op: str, x: Array, axes: tuple[int, ...], keepdims: bool) -> OpenCLArray:
@@ -487,12 +470,6 @@ class OpenCLBackend(Backend, OpenCLKernels):
             return
         if value._buf is x._buf:
             value = self.astype(value, value.dtype)  # the source may overlap the target
-        if (
-            value.dtype == x.dtype
-            and value.shape == target.shape
-            and self._copy_rows(target, value)
-        ):
-            return
         self._elementwise("cast", _NAME[value.dtype], f"cast_{_NAME[x.dtype]}", target, value)
 
     # -- gather / scatter --------------------------------------------------------------------------

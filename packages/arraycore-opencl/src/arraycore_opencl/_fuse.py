@@ -37,8 +37,9 @@ from ._runtime import _cl
 _FLOATS = {"float32", "float64"}
 
 
-def source(steps: list[Step], kinds: tuple[str, ...], dtype: str) -> str:
-    """OpenCL C of one kernel ``fused`` running ``steps`` on arguments of ``kinds``."""
+def source(steps: list[Step], kinds: tuple[str, ...], dtype: str, piece: int = 1) -> str:
+    """OpenCL C of one kernel ``fused`` running ``steps`` on arguments of ``kinds``, each
+    work-item over ``piece`` consecutive items (the device's element-wise piece)."""
     ct = _codegen.COMPUTE[dtype]
     exprs = {**_codegen._exprs(dtype, 1), **_codegen._exprs(dtype, 2)}
     params = ["const long n"]
@@ -66,13 +67,19 @@ def source(steps: list[Step], kinds: tuple[str, ...], dtype: str) -> str:
         lets = " ".join(f"const {ct} {v} = {operand(x)};" for v, x in zip(names, ops))
         body.append(f"    {{ {lets} r{out} = ({ct})({found[0]}); }}")
     body += [f"    a{i}[o{i} + i] = r{i};" for i in written]
+    items = (
+        f"    const long lo = get_global_id(0) * {piece};\n    if (lo >= n) return;\n"
+        f"    const long hi = min(n, lo + {piece});\n    for (long i = lo; i < hi; ++i) {{\n"
+        if piece > 1
+        else "    const long i = get_global_id(0);\n    if (i >= n) return;\n    {\n"
+    )
     return (
         "#pragma OPENCL FP_CONTRACT OFF\n"
         + _codegen._helpers(dtype)
         + f"__kernel void fused({', '.join(params)}) {{\n"
-        + "    const long i = get_global_id(0);\n    if (i >= n) return;\n"
+        + items
         + "\n".join(body)
-        + "\n}\n"
+        + "\n    }\n}\n"
     )
 
 
@@ -96,17 +103,18 @@ class Fused:
             with self._lock:
                 kernel = self._kernels.get(key)
                 if kernel is None:
-                    kernel = self._kernels[key] = self._build(kinds, dtype, arrays[0])
+                    kernel = self._kernels[key] = self._build(kinds, dtype, arrays[0], key[2])
         if kernel is False:
             return self.fn(*args)
         scalar = np.dtype(dtype).type
-        launch: list[Any] = [np.int64(arrays[0].size)]
+        n = arrays[0].size
+        launch: list[Any] = [np.int64(n)]
         for arg, kind in zip(args, kinds):
             if kind == "a":
                 launch += [arg._buf, np.int64(arg._offset)]
             else:
                 launch.append(scalar(arg))
-        self.backend.rt.launch(kernel, arrays[0].size, *launch)
+        self.backend.rt.launch(kernel, -(-n // key[2]), *launch)
         return None
 
     def _signature(self, args: tuple[Any, ...]) -> Any:
@@ -137,14 +145,14 @@ class Fused:
         for (buf, _, end), (next_buf, start, _) in itertools.pairwise(spans):
             if buf == next_buf and start < end:
                 return None  # overlapping arguments: the plain calls see each other's writes
-        key = (dtype, tuple(kinds))
+        key = (dtype, tuple(kinds), self.backend.rt.piece)
         return key, tuple(kinds), arrays, dtype
 
-    def _build(self, kinds: tuple[str, ...], dtype: str, like: OpenCLArray) -> Any:
+    def _build(self, kinds: tuple[str, ...], dtype: str, like: OpenCLArray, piece: int) -> Any:
         """The kernel for this signature, or False where ``fn`` cannot be traced."""
         try:
             steps = trace(arraycore.namespace_of(like).inplace, self.fn, kinds)
-            text = source(steps, kinds, dtype)
+            text = source(steps, kinds, dtype, piece)
         except Untraceable:
             return False
         rt = self.backend.rt

@@ -20,6 +20,9 @@ from . import _codegen
 
 #: Work-group size of every launch (one size, so PoCL compiles each kernel once).
 LOCAL_SIZE = 128
+#: Element-wise items per work-item on CPU devices, where each work-item costs far more than an
+#: item (PoCL, 2-core AMD EPYC, 1M-item add: 64 -> 0.18 ms, 256 -> 0.16 ms, 1 -> 0.94 ms).
+CPU_PIECE = 256
 
 #: Environment variable that hides float64 on every device (to try a model as it would run on
 #: a device without double precision).
@@ -111,6 +114,10 @@ class DeviceRuntime:
         self.fp64 = has_fp64(device)
         self.fp16 = has_fp16(device)
         self.local_size = min(LOCAL_SIZE, int(device.max_work_group_size))
+        #: Whether element-wise work-items take pieces of rows (CPU devices), and how many items
+        #: (``_codegen._strided_kernel``); on GPUs an item per work-item.
+        self.pieces = bool(device.type & cl.device_type.CPU)
+        self.piece = CPU_PIECE if self.pieces else 1
         self.dtypes = [
             n
             for n in _codegen.CTYPES
@@ -149,7 +156,7 @@ class DeviceRuntime:
         return self._program(
             (family, dtype),
             lambda: (
-                _codegen.preamble(self.fp64, self.fp16)
+                _codegen.preamble(self.fp64, self.fp16, self.pieces)
                 + _codegen.FAMILIES[family](dtype, self.dtypes)
             ),
         )
