@@ -48,12 +48,19 @@ def test_strided_copies_match_numpy(
     np.testing.assert_array_equal(got, _view(host, permute, index, np.transpose))
 
 
-@pytest.mark.parametrize("piece", [1, 3, 64, 256])
+@pytest.mark.parametrize("piece", [0, 1, 3, 64, 256])
 def test_element_wise_pieces_match_numpy(xp: Any, monkeypatch: Any, piece: int) -> None:
     """Every item is computed once, whatever the piece length: rows of 300 (not a multiple of
     any piece), one long axis, broadcast and permuted operands, ``where``, casts, ``setitem``
-    into a strided view and a fused in-place chain."""
-    monkeypatch.setattr(xp._backend.rt, "piece", piece)
+    into a strided view and a fused in-place chain. ``piece=0``: the kernels GPUs build (an
+    item per work-item, no ``AC_PIECES``), built afresh for this test."""
+    rt = xp._backend.rt
+    if piece == 0:
+        for cache in ("_programs", "_kernels", "_arg_dtypes"):
+            monkeypatch.setattr(rt, cache, {})
+        monkeypatch.setattr(rt, "pieces", False)
+        piece = 1
+    monkeypatch.setattr(rt, "piece", piece)
     rng = np.random.default_rng(2)
     a = rng.standard_normal((5, 7, 300)).astype(np.float32)
     b = rng.standard_normal((7, 1)).astype(np.float32)
