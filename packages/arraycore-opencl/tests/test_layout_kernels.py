@@ -117,6 +117,54 @@ def test_im2row_is_the_transpose_of_im2col(
         np.testing.assert_array_equal(rows, cols.T)
 
 
+@pytest.mark.parametrize("piece", [1, 3, 256])
+@pytest.mark.parametrize(
+    ("shape", "kernel", "stride", "padding"),
+    [
+        ((2, 3, 9, 11), 2, 2, 0),  # windows inside, a ragged last row and column
+        ((2, 3, 9, 11), 3, 2, 1),  # overlapping windows, padding: border windows
+        ((1, 2, 6, 40), (2, 3), (2, 3), (1, 1)),  # non-overlapping with padding
+    ],
+)
+def test_windowed_kernels_at_every_piece_match_numpy(
+    xp: Any, monkeypatch: Any, piece: int, shape: Any, kernel: Any, stride: Any, padding: Any
+) -> None:
+    """Max pooling (forward and backward, NaNs and ties included) and the convolution columns
+    (``im2col``, ``im2row``) whatever number of outputs of a row each work-item takes, on a
+    contiguous and a strided input, against the NumPy backend."""
+    monkeypatch.setattr(xp._backend.rt, "piece", piece)
+    ref = arraycore.namespace("numpy")
+    rng = np.random.default_rng(5)
+    host = np.round(rng.standard_normal(shape), 1).astype(np.float32)  # ties in windows
+    host[0, 0, 1, 1] = np.nan
+    host[-1, -1, -1, -1] = np.nan
+    transposed = xp.asarray(np.ascontiguousarray(host.transpose(0, 1, 3, 2)))
+    for x in (xp.asarray(host), xp.permute_dims(transposed, (0, 1, 3, 2))):
+        y = xp.nn.max_pool2d(x, kernel, stride=stride, padding=padding)
+        want = ref.nn.max_pool2d(host, kernel, stride=stride, padding=padding)
+        np.testing.assert_array_equal(xp.to_numpy(y), want)
+        dy = rng.standard_normal(want.shape).astype(np.float32)
+        got = xp.nn.max_pool2d_backward(xp.asarray(dy), x, kernel, stride=stride, padding=padding)
+        np.testing.assert_allclose(  # overlapping windows: sums in another order
+            xp.to_numpy(got),
+            ref.nn.max_pool2d_backward(dy, host, kernel, stride=stride, padding=padding),
+            rtol=1e-6,
+            atol=1e-6,
+        )
+    win = nn_shapes.conv_window("conv2d", shape, (4, shape[1], 3, 3), 1, 1, 1)
+    bk = xp._backend
+    x = xp.permute_dims(transposed, (0, 1, 3, 2))
+    cols = xp.to_numpy(bk.im2col(x, win))  # checked through conv2d below
+    np.testing.assert_array_equal(xp.to_numpy(bk.im2row(x, win)), cols.T)
+    w = rng.standard_normal((4, shape[1], 3, 3)).astype(np.float32)
+    np.testing.assert_allclose(
+        xp.to_numpy(xp.nn.conv2d(x, xp.asarray(w), padding=1)),
+        ref.nn.conv2d(host, w, padding=1),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
 @pytest.mark.parametrize("name", sorted(VIEWS))
 def test_setitem_into_strided_views_matches_numpy(xp: Any, name: str) -> None:
     """``x[key] = v`` writes through the same row copy where rows are long: the rest of ``x``

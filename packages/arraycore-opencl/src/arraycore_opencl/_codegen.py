@@ -497,69 +497,92 @@ def nn_program(dt: str, all_dtypes: list[str]) -> str:
     t, ct = CTYPES[dt], COMPUTE[dt]
     return f"""
 __kernel void im2col(const long n, __global const long* g, __global {t}* out,
-                     __global const {t}* x, const long x_off) {{
-    /* One work-item per output row segment: the OW columns of (c, i, j, b, p). */
+                     __global const {t}* x, const long x_off, const long piece) {{
+    /* One work-item per ``piece`` consecutive output rows (p) of one (c, i, j, b): each row
+       the OW columns of (c, i, j, b, p). */
     const long gid = get_global_id(0);
     if (gid >= n) return;
     {_GEOMETRY}
+    const long chunks = (OH + piece - 1) / piece;
     long rem = gid;
-    const long p = rem % OH; rem /= OH;
+    const long p0 = (rem % chunks) * piece; rem /= chunks;
     const long b = rem % N; rem /= N;
     const long j = rem % KW; rem /= KW;
     const long i = rem % KH; const long c = rem / KH;
-    const long r = p * SH + i * DH - TOP;
-    __global {t}* o = out + gid * OW;
-    if (r < 0 || r >= H) {{
-        for (long q = 0; q < OW; ++q) o[q] = ({t})0;
-        return;
-    }}
-    const long row = x_off + b * g[14] + c * g[15] + r * g[16], xs = g[17];
+    const long plane = x_off + b * g[14] + c * g[15], rs = g[16], xs = g[17];
     const long s0 = j * DW - LEFT;
-    if (SW != 1) {{
-        for (long q = 0; q < OW; ++q) {{
-            const long s = q * SW + s0;
-            o[q] = (s >= 0 && s < W) ? x[row + s * xs] : ({t})0;
-        }}
-        return;
-    }}
     /* Stride 1: column q reads pixel q + s0, inside the image for q in [lo, hi) and padding
        outside; three runs with no test per item, the middle one a plain copy where xs = 1. */
     const long lo = min(max(-s0, 0L), OW), hi = max(min(W - s0, OW), lo);
-    for (long q = 0; q < lo; ++q) o[q] = ({t})0;
-    if (xs == 1) {{
-        __global const {t}* src = x + row + s0;
-        for (long q = lo; q < hi; ++q) o[q] = src[q];
-    }} else {{
-        for (long q = lo; q < hi; ++q) o[q] = x[row + (q + s0) * xs];
+    const long p1 = min(OH, p0 + piece);
+    for (long p = p0; p < p1; ++p) {{
+        const long r = p * SH + i * DH - TOP;
+        __global {t}* o = out + ((((c * KH + i) * KW + j) * N + b) * OH + p) * OW;
+        if (r < 0 || r >= H) {{
+            for (long q = 0; q < OW; ++q) o[q] = ({t})0;
+            continue;
+        }}
+        const long row = plane + r * rs;
+        if (SW != 1) {{
+            for (long q = 0; q < OW; ++q) {{
+                const long s = q * SW + s0;
+                o[q] = (s >= 0 && s < W) ? x[row + s * xs] : ({t})0;
+            }}
+            continue;
+        }}
+        for (long q = 0; q < lo; ++q) o[q] = ({t})0;
+        if (xs == 1) {{
+            __global const {t}* src = x + row + s0;
+            for (long q = lo; q < hi; ++q) o[q] = src[q];
+        }} else {{
+            for (long q = lo; q < hi; ++q) o[q] = x[row + (q + s0) * xs];
+        }}
+        for (long q = hi; q < OW; ++q) o[q] = ({t})0;
     }}
-    for (long q = hi; q < OW; ++q) o[q] = ({t})0;
 }}
 
 __kernel void im2row(const long n, __global const long* g, __global {t}* out,
-                     __global const {t}* x, const long x_off) {{
-    /* The transpose of im2col, (N*OH*OW, C*KH*KW): one work-item per output pixel (b, p, q)
-       writes its C*KH*KW taps as one contiguous row. The filter gradient multiplies dy's
-       (O, N*OH*OW) matrix by it untransposed, which CLBlast runs faster on PoCL than the
-       transposed columns (16 x 144 x 32768: 12 against 20 ms). */
+                     __global const {t}* x, const long x_off, const long piece) {{
+    /* The transpose of im2col, (N*OH*OW, C*KH*KW): one work-item per ``piece`` consecutive
+       output pixels (b, p, q..) of a row, each writing its C*KH*KW taps as one contiguous
+       row. The filter gradient multiplies dy's (O, N*OH*OW) matrix by it untransposed, which
+       CLBlast runs faster on PoCL than the transposed columns (16 x 144 x 32768: 12 against
+       20 ms). */
     const long gid = get_global_id(0);
     if (gid >= n) return;
     {_GEOMETRY}
-    const long q = gid % OW, p = (gid / OW) % OH, b = gid / (OW * OH);
-    __global {t}* o = out + gid * (C * KH * KW);
-    const long r0 = p * SH - TOP, s0 = q * SW - LEFT, rs = g[16], xs = g[17];
+    const long pieces = (OW + piece - 1) / piece;
+    const long line = gid / pieces;
+    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+    const long p = line % OH, b = line / OH;
+    const long rs = g[16], xs = g[17], r0 = p * SH - TOP;
+    __global {t}* o = out + (line * OW + q0) * (C * KH * KW);
+    const long taps = C * KH * KW;
     for (long c = 0; c < C; ++c) {{
         const long base = x_off + b * g[14] + c * g[15];
         for (long i = 0; i < KH; ++i) {{
             const long r = r0 + i * DH;
-            if (r < 0 || r >= H) {{
-                for (long j = 0; j < KW; ++j) o[j] = ({t})0;
-            }} else {{
-                for (long j = 0; j < KW; ++j) {{
-                    const long s = s0 + j * DW;
-                    o[j] = (s >= 0 && s < W) ? x[base + r * rs + s * xs] : ({t})0;
+            for (long j = 0; j < KW; ++j) {{
+                __global {t}* oo = o + (c * KH + i) * KW + j;
+                if (r < 0 || r >= H) {{
+                    for (long q = q0; q < q1; ++q) oo[(q - q0) * taps] = ({t})0;
+                    continue;
                 }}
+                const long row = base + r * rs, shift = j * DW - LEFT;
+                if (SW != 1 || q1 - q0 < 32) {{
+                    for (long q = q0; q < q1; ++q) {{
+                        const long s = q * SW + shift;
+                        oo[(q - q0) * taps] = (s >= 0 && s < W) ? x[row + s * xs] : ({t})0;
+                    }}
+                    continue;
+                }}
+                /* stride 1 and long rows: pixel q + shift, inside the row for q in [lo, hi),
+                   three runs without a test per item (short rows: the tests cost less) */
+                const long lo = min(max(-shift, q0), q1), hi = max(min(W - shift, q1), lo);
+                for (long q = q0; q < lo; ++q) oo[(q - q0) * taps] = ({t})0;
+                for (long q = lo; q < hi; ++q) oo[(q - q0) * taps] = x[row + (q + shift) * xs];
+                for (long q = hi; q < q1; ++q) oo[(q - q0) * taps] = ({t})0;
             }}
-            o += KW;
         }}
     }}
 }}
@@ -635,24 +658,43 @@ __kernel void col2im(const long n, __global const long* g, __global {t}* out,
 }}
 
 __kernel void max_pool(const long n, __global const long* g, __global {t}* out,
-                       __global const {t}* x, const long x_off) {{
+                       __global const {t}* x, const long x_off, const long piece) {{
+    /* One work-item per ``piece`` consecutive outputs of an output row (b, c, p). */
     const long gid = get_global_id(0);
     if (gid >= n) return;
     {_GEOMETRY}
-    const long q = gid % OW, p = (gid / OW) % OH, bc = gid / (OW * OH);
+    const long pieces = (OW + piece - 1) / piece;
+    const long line = gid / pieces;
+    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+    const long p = line % OH, bc = line / OH;
     const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
-    {ct} m = ({ct})(-INFINITY);
-    for (long i = 0; i < KH; ++i) {{
-        const long r = p * SH + i - TOP;
-        if (r < 0 || r >= H) continue;
-        for (long j = 0; j < KW; ++j) {{
-            const long s = q * SW + j - LEFT;
-            if (s < 0 || s >= W) continue;
-            const {ct} v = ({ct})x[base + r * g[16] + s * g[17]];
-            m = (v > m || isnan(v)) ? v : m;
+    const long rs = g[16], xs = g[17], r0 = p * SH - TOP;
+    const int rows_inside = r0 >= 0 && r0 + KH <= H;
+    for (long q = q0; q < q1; ++q) {{
+        {ct} m = ({ct})(-INFINITY);
+        const long s0 = q * SW - LEFT;
+        if (rows_inside && s0 >= 0 && s0 + KW <= W) {{  /* the window inside the image */
+            __global const {t}* w = x + base + r0 * rs + s0 * xs;
+            for (long i = 0; i < KH; ++i) {{
+                for (long j = 0; j < KW; ++j) {{
+                    const {ct} v = ({ct})w[i * rs + j * xs];
+                    m = (v > m || isnan(v)) ? v : m;
+                }}
+            }}
+        }} else {{
+            for (long i = 0; i < KH; ++i) {{
+                const long r = r0 + i;
+                if (r < 0 || r >= H) continue;
+                for (long j = 0; j < KW; ++j) {{
+                    const long s = s0 + j;
+                    if (s < 0 || s >= W) continue;
+                    const {ct} v = ({ct})x[base + r * rs + s * xs];
+                    m = (v > m || isnan(v)) ? v : m;
+                }}
+            }}
         }}
+        out[line * OW + q] = ({t})m;
     }}
-    out[gid] = ({t})m;
 }}
 
 /* The first pixel (row-major) of window (p, q) equal to its maximum, or its first NaN. */
@@ -703,22 +745,45 @@ __kernel void max_pool_backward(const long n, __global const long* g, __global {
     out[gid] = ({t})acc;
 }}
 
-/* The same gradient where windows do not overlap (stride >= kernel): one work-item per window
-   writes its dy to its winner, in an output zero-filled beforehand (each pixel is in at most
-   one window, so the write is the sum the gather form makes). */
+/* The same gradient where windows do not overlap (stride >= kernel): one work-item per
+   ``piece`` windows of an output row writes each window's dy to its winner, in an output
+   zero-filled beforehand (each pixel is in at most one window, so the write is the sum the
+   gather form makes). */
 __kernel void max_pool_backward_windows(const long n, __global const long* g,
                                         __global {t}* out, __global const {t}* x,
                                         const long x_off, __global const {t}* dy,
-                                        const long dy_off) {{
+                                        const long dy_off, const long piece) {{
     const long gid = get_global_id(0);
     if (gid >= n) return;
     {_GEOMETRY}
-    const long q = gid % OW, p = (gid / OW) % OH, bc = gid / (OW * OH);
+    const long pieces = (OW + piece - 1) / piece;
+    const long line = gid / pieces;
+    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+    const long p = line % OH, bc = line / OH;
     const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
-    const long at = window_winner(x, base, g, p, q);
-    if (at >= 0)
-        out[bc * H * W + at] = dy[dy_off + (bc / C) * g[18] + (bc % C) * g[19] + p * g[20]
-                                  + q * g[21]];
+    const long dbase = dy_off + (bc / C) * g[18] + (bc % C) * g[19] + p * g[20];
+    const long rs = g[16], xs = g[17], dqs = g[21], r0 = p * SH - TOP;
+    const int rows_inside = r0 >= 0 && r0 + KH <= H;
+    __global {t}* o = out + bc * H * W;
+    for (long q = q0; q < q1; ++q) {{
+        const long s0 = q * SW - LEFT;
+        long at;
+        if (rows_inside && s0 >= 0 && s0 + KW <= W) {{  /* the window inside: no tests */
+            __global const {t}* w = x + base + r0 * rs + s0 * xs;
+            {ct} m = ({ct})w[0];
+            long best = 0;
+            for (long i = 0; i < KH && !isnan(m); ++i) {{
+                for (long j = 0; j < KW; ++j) {{
+                    const {ct} v = ({ct})w[i * rs + j * xs];
+                    if (v > m || isnan(v)) {{ m = v; best = i * W + j; if (isnan(v)) break; }}
+                }}
+            }}
+            at = r0 * W + s0 + best;
+        }} else {{
+            at = window_winner(x, base, g, p, q);
+        }}
+        if (at >= 0) o[at] = dy[dbase + q * dqs];
+    }}
 }}
 """
 

@@ -50,15 +50,30 @@ class OpenCLKernels(KernelHost):
         return self.rt.meta(tuple(int(v) for v in values))
 
     def _nn_launch(
-        self, name: str, win: Window2d, out: OpenCLArray, *inputs: OpenCLArray, items: int
+        self,
+        name: str,
+        win: Window2d,
+        out: OpenCLArray,
+        *inputs: OpenCLArray,
+        items: int,
+        piece: int | None = None,
     ) -> OpenCLArray:
         """Launch ``name`` over ``items`` work-items (one per output, row or window, as the
-        kernel loops)."""
+        kernel loops; ``piece``: how many each work-item takes, as the kernel counts them)."""
         args: list[Any] = [np.int64(items), self._geometry(win, *inputs), out._buf]
         for x in inputs:
             args += [x._buf, np.int64(x._offset)]
+        if piece is not None:
+            args.append(np.int64(piece))
         self.rt.launch(self.rt.kernel("nn", _NAME[out.dtype], name), items, *args)
         return out
+
+    def _along_rows(self, length: int, lines: int) -> tuple[int, int]:
+        """(piece, work-items) for ``lines`` rows of ``length`` outputs, each work-item taking
+        ``piece`` consecutive outputs of a row (the device's element-wise piece: a whole row on
+        CPU devices, one output on GPUs)."""
+        piece = min(self.rt.piece, length)
+        return piece, lines * -(-length // piece)
 
     #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
     hook_dtypes = ("float16", "float32", "float64")
@@ -68,14 +83,18 @@ class OpenCLKernels(KernelHost):
         from a strided ``x`` (the shared kernel would need a dense copy first)."""
         rows = win.c * win.kh * win.kw
         out = self._empty((rows, win.n * win.out_h * win.out_w), x.dtype)
-        return self._nn_launch("im2col", win, out, x, items=rows * win.n * win.out_h)
+        # a work-item per `piece` output rows of OW columns
+        piece = max(1, min(self.rt.piece // max(win.out_w, 1), win.out_h))
+        items = rows * win.n * -(-win.out_h // piece)
+        return self._nn_launch("im2col", win, out, x, items=items, piece=piece)
 
     def im2row(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """The transposed columns, ``(N*OH*OW, C*KH*KW)``, read in place from a strided ``x``
         (KernelHost hook: the filter gradient's GEMM takes them untransposed)."""
         rows = win.n * win.out_h * win.out_w
         out = self._empty((rows, win.c * win.kh * win.kw), x.dtype)
-        return self._nn_launch("im2row", win, out, x, items=rows)
+        piece, items = self._along_rows(win.out_w, win.n * win.out_h)
+        return self._nn_launch("im2row", win, out, x, items=items, piece=piece)
 
     def col2im(self, cols: OpenCLArray, win: Window2d) -> OpenCLArray:
         """The adjoint of :meth:`im2col`, cropped to the unpadded image."""
@@ -86,7 +105,8 @@ class OpenCLKernels(KernelHost):
     def max_pool(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
-        return self._nn_launch("max_pool", win, out, x, items=out.size)
+        piece, items = self._along_rows(win.out_w, win.n * win.c * win.out_h)
+        return self._nn_launch("max_pool", win, out, x, items=items, piece=piece)
 
     def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook): one
@@ -95,8 +115,9 @@ class OpenCLKernels(KernelHost):
         shape = (win.n, win.c, win.h, win.w)
         if win.stride[0] >= win.kh and win.stride[1] >= win.kw:
             out = self.full(shape, 0, dy.dtype)
-            windows = win.n * win.c * win.out_h * win.out_w
-            return self._nn_launch("max_pool_backward_windows", win, out, x, dy, items=windows)
+            piece, items = self._along_rows(win.out_w, win.n * win.c * win.out_h)
+            name = "max_pool_backward_windows"
+            return self._nn_launch(name, win, out, x, dy, items=items, piece=piece)
         out = self._empty(shape, dy.dtype)
         return self._nn_launch("max_pool_backward", win, out, x, dy, items=out.size)
 
