@@ -476,6 +476,8 @@ def matmul_work(ashape: tuple[int, ...], bshape: tuple[int, ...]) -> int:
     """The multiply-adds of ``a @ b`` (2-D or more; batch dimensions counted, the larger of the
     two batches where one broadcasts): many small products, an attention's 64 heads of 64 x 32
     x 64, are as much work as one large one and run faster on oneDNN's threads."""
+    if len(ashape) == 2 and len(bshape) == 2:  # the common case, without the products
+        return ashape[0] * ashape[1] * bshape[1]
     batch = max(math.prod(ashape[:-2]), math.prod(bshape[:-2]))
     return batch * ashape[-2] * ashape[-1] * bshape[-1]
 
