@@ -484,6 +484,16 @@ _GEOMETRY = """
     const long SH = g[8], SW = g[9], DH = g[10], DW = g[11], TOP = g[12], LEFT = g[13];
 """
 
+#: The start of a kernel whose work-item ``gid`` of ``n`` takes outputs ``[q0, q1)`` of output
+#: row ``line`` (``piece`` outputs of a row per work-item: the whole row on CPU devices).
+_ROW_PIECE = f"""const long gid = get_global_id(0);
+    if (gid >= n) return;
+    {_GEOMETRY}
+    const long pieces = (OW + piece - 1) / piece;
+    const long line = gid / pieces;
+    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+"""
+
 
 def nn_program(dt: str, all_dtypes: list[str]) -> str:
     """im2col / col2im (convolutions) and max pooling forward / backward, one launch each.
@@ -548,12 +558,7 @@ __kernel void im2row(const long n, __global const long* g, __global {t}* out,
        row. The filter gradient multiplies dy's (O, N*OH*OW) matrix by it untransposed, which
        CLBlast runs faster on PoCL than the transposed columns (16 x 144 x 32768: 12 against
        20 ms). */
-    const long gid = get_global_id(0);
-    if (gid >= n) return;
-    {_GEOMETRY}
-    const long pieces = (OW + piece - 1) / piece;
-    const long line = gid / pieces;
-    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+    {_ROW_PIECE}
     const long p = line % OH, b = line / OH;
     const long rs = g[16], xs = g[17], r0 = p * SH - TOP;
     __global {t}* o = out + (line * OW + q0) * (C * KH * KW);
@@ -660,12 +665,7 @@ __kernel void col2im(const long n, __global const long* g, __global {t}* out,
 __kernel void max_pool(const long n, __global const long* g, __global {t}* out,
                        __global const {t}* x, const long x_off, const long piece) {{
     /* One work-item per ``piece`` consecutive outputs of an output row (b, c, p). */
-    const long gid = get_global_id(0);
-    if (gid >= n) return;
-    {_GEOMETRY}
-    const long pieces = (OW + piece - 1) / piece;
-    const long line = gid / pieces;
-    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+    {_ROW_PIECE}
     const long p = line % OH, bc = line / OH;
     const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
     const long rs = g[16], xs = g[17], r0 = p * SH - TOP;
@@ -753,12 +753,7 @@ __kernel void max_pool_backward_windows(const long n, __global const long* g,
                                         __global {t}* out, __global const {t}* x,
                                         const long x_off, __global const {t}* dy,
                                         const long dy_off, const long piece) {{
-    const long gid = get_global_id(0);
-    if (gid >= n) return;
-    {_GEOMETRY}
-    const long pieces = (OW + piece - 1) / piece;
-    const long line = gid / pieces;
-    const long q0 = (gid - line * pieces) * piece, q1 = min(OW, q0 + piece);
+    {_ROW_PIECE}
     const long p = line % OH, bc = line / OH;
     const long base = x_off + (bc / C) * g[14] + (bc % C) * g[15];
     const long dbase = dy_off + (bc / C) * g[18] + (bc % C) * g[19] + p * g[20];

@@ -105,26 +105,45 @@ def gemm(
         )  # fmt: skip
         parts = split_k(rows, n, k)
         if parts > 1:
-            _split_gemm(bk, tuner, (a2, at, lda), (b2, bt, ldb), out, rows, n, k, parts)
+            _split_gemm(bk, (a2, at, lda), (b2, bt, ldb), out, rows, n, k, parts)
             return
         key = shape_key(name, rows, n, k, at, bt)
         tuner.run(key, name, lambda: pyclblast.gemm(*args, **opts), q.finish)
         return
     a = bk._contiguous(bk.broadcast_to(x1, (*batch, m, k)))
     b = bk._contiguous(bk.broadcast_to(x2, (*batch, k, n)))
-    nb = math.prod(batch)
-    batched = (q, m, n, k, nb, wrap(a), wrap(b), wrap(out))
-    opts = dict(
-        a_ld=k, b_ld=n, c_ld=n, a_stride=m * k, b_stride=k * n, c_stride=m * n,
-        a_offset=a._offset, b_offset=b._offset,
-    )  # fmt: skip
-    key = shape_key(name, m, n, k, False, False, nb)
-    tuner.run(key, name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)
+    opts = dict(a_ld=k, b_ld=n, c_ld=n, a_stride=m * k, b_stride=k * n, c_stride=m * n)
+    _strided_batch(bk, (m, n, k, math.prod(batch)), (a, False), (b, False), out, opts)
+
+
+def _strided_batch(
+    bk: OpenCLBackend,
+    sizes: tuple[int, int, int, int],
+    a: tuple[OpenCLArray, bool],
+    b: tuple[OpenCLArray, bool],
+    c: OpenCLArray,
+    opts: dict[str, int],
+) -> None:
+    """CLBlast's ``gemmStridedBatched`` of ``sizes = (m, n, k, batch)`` on ``a`` and ``b``
+    (each with its transpose flag) into ``c``, leading dimensions and strides in ``opts``,
+    under the tuner's choice for the shape."""
+    import pyclblast
+
+    (a2, at), (b2, bt) = a, b
+    m, n, k, nb = sizes
+    cla = _runtime._cl().array
+    dt = c.dtype
+    name = dtype_name(dt)
+    q = bk.rt.queue
+    args = [q, m, n, k, nb, *(operand_view(cla, q, x._buf, dt) for x in (a2, b2, c))]
+    kw = dict(opts, a_transp=at, b_transp=bt, a_offset=a2._offset, b_offset=b2._offset)
+    kw["c_offset"] = c._offset
+    key = shape_key(name, m, n, k, at, bt, nb)
+    bk.rt.gemm_tuner().run(key, name, lambda: pyclblast.gemmStridedBatched(*args, **kw), q.finish)
 
 
 def _split_gemm(
     bk: OpenCLBackend,
-    tuner: Any,
     a: tuple[OpenCLArray, bool, int],
     b: tuple[OpenCLArray, bool, int],
     out: OpenCLArray,
@@ -135,28 +154,16 @@ def _split_gemm(
 ) -> None:
     """``out = A @ B`` as ``parts`` products over consecutive slices of ``k`` (one strided
     batch: slice ``p`` of A starts ``p * kc`` columns in, of B ``p * kc`` rows down), summed."""
-    import pyclblast
-
     (a2, at, lda), (b2, bt, ldb) = a, b
-    cla = _runtime._cl().array
     dt = out.dtype
-    name = dtype_name(dt)
     q = bk.rt.queue
     kc = k // parts
     partial = bk._empty((parts, rows, n), dt)
-    batched = (
-        q, rows, n, kc, parts,
-        operand_view(cla, q, a2._buf, dt),
-        operand_view(cla, q, b2._buf, dt),
-        operand_view(cla, q, partial._buf, dt),
-    )  # fmt: skip
     opts = dict(
-        a_ld=lda, b_ld=ldb, c_ld=n, a_transp=at, b_transp=bt,
-        a_stride=kc * lda if at else kc, b_stride=kc if bt else kc * ldb, c_stride=rows * n,
-        a_offset=a2._offset, b_offset=b2._offset,
+        a_ld=lda, b_ld=ldb, c_ld=n, c_stride=rows * n,
+        a_stride=kc * lda if at else kc, b_stride=kc if bt else kc * ldb,
     )  # fmt: skip
-    key = shape_key(name, rows, n, kc, at, bt, parts)
-    tuner.run(key, name, lambda: pyclblast.gemmStridedBatched(*batched, **opts), q.finish)
+    _strided_batch(bk, (rows, n, kc, parts), (a2, at), (b2, bt), partial, opts)
     total = bk.reduce("sum", partial, (0,), False)  # contiguous (rows, n), as ``out`` is
     _runtime._cl().enqueue_copy(
         q,
