@@ -573,6 +573,28 @@ KERNEL void gru_cell_backward(const i64 n, const i64 H, const i64 steps, const i
    launches each way. Statistics: work item (c, k) takes chunk k of channel c, the samples
    [k*spc, min(N, (k+1)*spc)) at every position, and writes its mean and its sum of squared
    deviations about that mean (two passes over a chunk small enough to stay in cache). */
+/* Sums over one row of a chunk in eight interleaved partial sums, combined pairwise, then the
+   tail: eight independent chains of adds instead of one (a CPU device's work-item otherwise
+   waits on every add: PoCL 3-4x faster) and shorter accumulation chains. sum(row), sum((row -
+   m)**2) and sum(dy (x - m)). */
+#define BN_SUM8(ITEM, LEN)                                                      \
+    T p[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};                  \
+    i64 j = 0;                                                                  \
+    for (; j + 8 <= (LEN); j += 8)                                              \
+        for (int u = 0; u < 8; ++u) p[u] += ITEM(j + u);                        \
+    T s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));    \
+    for (; j < (LEN); ++j) s += ITEM(j);                                        \
+    return s;
+
+#define BN_ROW(i) row[i]
+#define BN_SQDEV(i) ((row[i] - m) * (row[i] - m))
+#define BN_DYX(i) (dy[i] * (x[i] - m))
+FUNC T row_sum8(GLOBAL const T* row, const i64 len) { BN_SUM8(BN_ROW, len) }
+FUNC T row_sqdev8(GLOBAL const T* row, const i64 len, const T m) { BN_SUM8(BN_SQDEV, len) }
+FUNC T row_dyx8(GLOBAL const T* dy, GLOBAL const T* x, const i64 len, const T m) {
+    BN_SUM8(BN_DYX, len)
+}
+
 KERNEL void bn_chunk_stats(const i64 C, const i64 N, const i64 HW, const i64 spc,
                            const i64 chunks, GLOBAL T* part_mean, GLOBAL T* part_m2,
                            GLOBAL const T* x) {
@@ -581,16 +603,10 @@ KERNEL void bn_chunk_stats(const i64 C, const i64 N, const i64 HW, const i64 spc
     const i64 c = id / chunks, k = id % chunks;
     const i64 n0 = k * spc, n1 = (n0 + spc < N) ? n0 + spc : N;
     T s = (T)0;
-    for (i64 n = n0; n < n1; ++n) {
-        GLOBAL const T* row = x + (n * C + c) * HW;
-        for (i64 j = 0; j < HW; ++j) s += row[j];
-    }
+    for (i64 n = n0; n < n1; ++n) s += row_sum8(x + (n * C + c) * HW, HW);
     const T m = s / (T)((n1 - n0) * HW);
     T q = (T)0;
-    for (i64 n = n0; n < n1; ++n) {
-        GLOBAL const T* row = x + (n * C + c) * HW;
-        for (i64 j = 0; j < HW; ++j) q += (row[j] - m) * (row[j] - m);
-    }
+    for (i64 n = n0; n < n1; ++n) q += row_sqdev8(x + (n * C + c) * HW, HW, m);
     part_mean[id] = m;
     part_m2[id] = q;
 }
@@ -638,10 +654,8 @@ KERNEL void bn_chunk_grads(const i64 C, const i64 N, const i64 HW, const i64 spc
     T a = (T)0, b = (T)0;
     for (i64 n = n0; n < n1; ++n) {
         const i64 at = (n * C + c) * HW;
-        for (i64 j = 0; j < HW; ++j) {
-            a += dy[at + j];
-            b += dy[at + j] * (x[at + j] - m);
-        }
+        a += row_sum8(dy + at, HW);
+        b += row_dyx8(dy + at, x + at, HW, m);
     }
     part_dy[id] = a;
     part_dyx[id] = b;
