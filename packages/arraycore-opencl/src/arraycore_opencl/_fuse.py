@@ -156,5 +156,5 @@ class Fused:
         except Untraceable:
             return False
         rt = self.backend.rt
-        program = rt.build_source(_codegen.preamble(rt.fp64, rt.fp16, cpu_tanh=rt.cpu_tanh) + text)
+        program = rt.build_source(_codegen.preamble(rt.fp64, rt.fp16, cpu_math=rt.cpu_math) + text)
         return _cl().Kernel(program, "fused")

@@ -118,8 +118,8 @@ class DeviceRuntime:
         #: (``_codegen._strided_kernel``); on GPUs an item per work-item.
         self.pieces = bool(device.type & cl.device_type.CPU)
         self.piece = CPU_PIECE if self.pieces else 1
-        #: Whether float ``tanh`` is arraycore's (``_codegen._CPU_TANH``; CPU devices).
-        self.cpu_tanh = self.pieces
+        #: Whether float ``tanh`` and ``log`` are arraycore's (``_codegen._CPU_MATH``; CPU devices).
+        self.cpu_math = self.pieces
         self.dtypes = [
             n
             for n in _codegen.CTYPES
@@ -158,7 +158,7 @@ class DeviceRuntime:
         return self._program(
             (family, dtype),
             lambda: (
-                _codegen.preamble(self.fp64, self.fp16, self.pieces, self.cpu_tanh)
+                _codegen.preamble(self.fp64, self.fp16, self.pieces, self.cpu_math)
                 + _codegen.FAMILIES[family](dtype, self.dtypes)
             ),
         )
