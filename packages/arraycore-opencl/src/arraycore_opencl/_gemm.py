@@ -136,8 +136,8 @@ def _strided_batch(
     name = dtype_name(dt)
     q = bk.rt.queue
     args = [q, m, n, k, nb, *(operand_view(cla, q, x._buf, dt) for x in (a2, b2, c))]
-    kw = dict(opts, a_transp=at, b_transp=bt, a_offset=a2._offset, b_offset=b2._offset)
-    kw["c_offset"] = c._offset
+    kw = dict(opts, a_transp=at, b_transp=bt)
+    kw.update(a_offset=a2._offset, b_offset=b2._offset, c_offset=c._offset)
     key = shape_key(name, m, n, k, at, bt, nb)
     bk.rt.gemm_tuner().run(key, name, lambda: pyclblast.gemmStridedBatched(*args, **kw), q.finish)
 

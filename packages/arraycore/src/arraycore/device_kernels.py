@@ -569,32 +569,48 @@ KERNEL void gru_cell_backward(const i64 n, const i64 H, const i64 steps, const i
     dhz[gid] = dh * z;
 }
 
-/* Batch normalisation of (N, C, HW) x per channel c (HW = 1 for (N, C) input), in three
-   launches each way. Statistics: work item (c, k) takes chunk k of channel c, the samples
-   [k*spc, min(N, (k+1)*spc)) at every position, and writes its mean and its sum of squared
-   deviations about that mean (two passes over a chunk small enough to stay in cache). */
 /* Sums over one row of a chunk in eight interleaved partial sums, combined pairwise, then the
    tail: eight independent chains of adds instead of one (a CPU device's work-item otherwise
-   waits on every add: PoCL 3-4x faster) and shorter accumulation chains. sum(row), sum((row -
-   m)**2) and sum(dy (x - m)). */
+   waits on every add: PoCL 3-4x faster) and shorter accumulation chains. sum(row) and
+   sum((row - m)**2); row_dy_dyx8 makes sum(dy) and sum(dy (x - m)) in one pass. */
+#define BN_PAIRWISE(p) \
+    ((((p)[0] + (p)[1]) + ((p)[2] + (p)[3])) + (((p)[4] + (p)[5]) + ((p)[6] + (p)[7])))
 #define BN_SUM8(ITEM, LEN)                                                      \
     T p[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};                  \
     i64 j = 0;                                                                  \
     for (; j + 8 <= (LEN); j += 8)                                              \
         for (int u = 0; u < 8; ++u) p[u] += ITEM(j + u);                        \
-    T s = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));    \
+    T s = BN_PAIRWISE(p);                                                       \
     for (; j < (LEN); ++j) s += ITEM(j);                                        \
     return s;
 
 #define BN_ROW(i) row[i]
 #define BN_SQDEV(i) ((row[i] - m) * (row[i] - m))
-#define BN_DYX(i) (dy[i] * (x[i] - m))
 FUNC T row_sum8(GLOBAL const T* row, const i64 len) { BN_SUM8(BN_ROW, len) }
 FUNC T row_sqdev8(GLOBAL const T* row, const i64 len, const T m) { BN_SUM8(BN_SQDEV, len) }
-FUNC T row_dyx8(GLOBAL const T* dy, GLOBAL const T* x, const i64 len, const T m) {
-    BN_SUM8(BN_DYX, len)
+FUNC void row_dy_dyx8(GLOBAL const T* dy, GLOBAL const T* x, const i64 len, const T m, T* a,
+                      T* b) {
+    T p[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};
+    T q[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};
+    i64 j = 0;
+    for (; j + 8 <= len; j += 8)
+        for (int u = 0; u < 8; ++u) {
+            p[u] += dy[j + u];
+            q[u] += dy[j + u] * (x[j + u] - m);
+        }
+    T sa = BN_PAIRWISE(p), sb = BN_PAIRWISE(q);
+    for (; j < len; ++j) {
+        sa += dy[j];
+        sb += dy[j] * (x[j] - m);
+    }
+    *a += sa;
+    *b += sb;
 }
 
+/* Batch normalisation of (N, C, HW) x per channel c (HW = 1 for (N, C) input), in three
+   launches each way. Statistics: work item (c, k) takes chunk k of channel c, the samples
+   [k*spc, min(N, (k+1)*spc)) at every position, and writes its mean and its sum of squared
+   deviations about that mean (two passes over a chunk small enough to stay in cache). */
 KERNEL void bn_chunk_stats(const i64 C, const i64 N, const i64 HW, const i64 spc,
                            const i64 chunks, GLOBAL T* part_mean, GLOBAL T* part_m2,
                            GLOBAL const T* x) {
@@ -654,8 +670,7 @@ KERNEL void bn_chunk_grads(const i64 C, const i64 N, const i64 HW, const i64 spc
     T a = (T)0, b = (T)0;
     for (i64 n = n0; n < n1; ++n) {
         const i64 at = (n * C + c) * HW;
-        a += row_sum8(dy + at, HW);
-        b += row_dyx8(dy + at, x + at, HW, m);
+        row_dy_dyx8(dy + at, x + at, HW, m, &a, &b);
     }
     part_dy[id] = a;
     part_dyx[id] = b;
