@@ -108,6 +108,25 @@ def test_orthogonal_rows_or_columns(shape) -> None:
         Parameter.create((3,), "orthogonal")
 
 
+@pytest.mark.parametrize("make", ["orthogonal", "transposed", "fortran"])
+def test_values_are_stored_in_c_order(make) -> None:
+    # the optimiser's state and scratch are C-ordered: a Fortran-ordered value made each SGD
+    # update of an LSTM's recurrent weight stride through memory (0.6 ms a step instead of 35 us)
+    if make == "orthogonal":  # a wide one is the transpose of a QR factor
+        p = Parameter.create((128, 512), "orthogonal", seed=0)
+        assert Parameter.create((512, 128), "orthogonal", seed=0).value.flags.c_contiguous
+    elif make == "transposed":
+        p = Parameter(np.arange(15.0).reshape(3, 5).T)
+    else:
+        p = Parameter(np.asfortranarray(np.arange(12.0).reshape(3, 4)))
+    assert p.value.flags.c_contiguous
+    if make != "orthogonal":
+        np.testing.assert_array_equal(p.value, p.numpy())
+    lstm = nnlayers.layers.LSTM(16, seed=0)
+    lstm(ex.placeholder((None, 5, 8)))
+    assert lstm.params and all(q.value.flags.c_contiguous for q in lstm.params)
+
+
 def test_seeds_and_the_seed_sequence() -> None:
     a = Parameter.create((3, 3), "normal", seed=4).numpy()
     np.testing.assert_array_equal(a, Parameter.create((3, 3), "normal", seed=4).numpy())
