@@ -109,32 +109,59 @@ def previous_states(xp: Any, y: Array, h0: Array | None) -> Array:
 def gru_sequence_backward(
     xp: Any, dy: Array, u: Array, h0: Array | None, y: Array, saved: Any
 ) -> tuple[Array, Array, Array, Array | None]:
-    """The reference backward pass: ``(dxw, du, db, dh0)``."""
+    """The reference backward pass: ``(dxw, du, db, dh0)``.
+
+    ``dxw`` first holds each step's local factors (the derivative of each gate's activation
+    times what multiplies it), which the loop over the steps then scales in place by the
+    incoming gradient: no factor arrays beside it. Of the recurrent product's gradient ``dhid``
+    only the ``n`` block is kept (``dn * r``): its ``r, z`` blocks are ``dxw``'s.
+    """
     n, t_len, hidden = check_gru_backward(xp.isdtype, dy, u, h0, y, saved)
     ru_all, cand, rec_n = saved
     dt = y.dtype
-    g3 = 3 * hidden
-    h_prev = previous_states(xp, y, h0)
-    r_all, z_all = ru_all[:, :, :hidden], ru_all[:, :, hidden:]
-    # per-step factors, all steps at once
-    dn_f = (1.0 - z_all) * (1.0 - cand * cand)  # dh -> pre-activation of n
-    dz_f = (h_prev - cand) * (z_all * (1.0 - z_all))  # dh -> pre-activation of z
-    dr_f = rec_n * (r_all * (1.0 - r_all))  # d(pre n) -> pre-activation of r
-    dxw = xp.empty((n, t_len, g3), dtype=dt)  # [dr, dz, dn] pre-activations
-    dhid = xp.empty((n, t_len, g3), dtype=dt)  # the same, the n block times r
+    rb, zb, nb = slice(0, hidden), slice(hidden, 2 * hidden), slice(2 * hidden, 3 * hidden)
+    r_all, z_all = ru_all[:, :, rb], ru_all[:, :, zb]
+    dxw = xp.empty((n, t_len, 3 * hidden), dtype=dt)  # [dr, dz, dn] pre-activations
+    dxw[:, :, rb] = rec_n * (r_all * (1.0 - r_all))  # d(pre n) -> pre-activation of r
+    dz_act = z_all * (1.0 - z_all)  # dh -> pre-activation of z: (h_{t-1} - n) z (1 - z)
+    first = -cand[:, 0] if h0 is None else h0 - cand[:, 0]
+    dxw[:, 0, zb] = first * dz_act[:, 0]
+    if t_len > 1:
+        dxw[:, 1:, zb] = (y[:, :-1] - cand[:, 1:]) * dz_act[:, 1:]
+    del dz_act, first
+    dxw[:, :, nb] = (1.0 - z_all) * (1.0 - cand * cand)  # dh -> pre-activation of n
+    dhid_n = xp.empty((n, t_len, hidden), dtype=dt)
     u_t = transposed_u(xp, u)
+    u_rz, u_n = u_t[: 2 * hidden], u_t[2 * hidden :]
     dh_next = None
     for t in range(t_len - 1, -1, -1):
         dh = dy[:, t] if dh_next is None else dy[:, t] + dh_next
-        dn = dh * dn_f[:, t]
-        dxw[:, t, :hidden] = dn * dr_f[:, t]
-        dxw[:, t, hidden : 2 * hidden] = dh * dz_f[:, t]
-        dxw[:, t, 2 * hidden :] = dn
-        dhid[:, t, : 2 * hidden] = dxw[:, t, : 2 * hidden]
-        dhid[:, t, 2 * hidden :] = dn * r_all[:, t]
-        dh_next = xp.matmul(dhid[:, t], u_t) + dh * z_all[:, t]
-    du, db = weight_grads(xp, h_prev, dhid)
+        dn = dh * dxw[:, t, nb]
+        dxw[:, t, nb] = dn
+        dxw[:, t, rb] = dn * dxw[:, t, rb]
+        dxw[:, t, zb] = dh * dxw[:, t, zb]
+        dhid_n[:, t] = dn * r_all[:, t]
+        dh_next = (
+            xp.matmul(dxw[:, t, : 2 * hidden], u_rz)
+            + xp.matmul(dhid_n[:, t], u_n)
+            + dh * z_all[:, t]
+        )
+    du, db = _weight_grads_split(xp, previous_states(xp, y, h0), dxw, dhid_n)
     return dxw, du, db, dh_next if h0 is not None else None
+
+
+def _weight_grads_split(xp: Any, h_prev: Array, dxw: Array, dhid_n: Array) -> tuple[Array, Array]:
+    """:func:`weight_grads` of ``dhid = [dxw_r, dxw_z, dhid_n]`` without concatenating it: the
+    ``r, z`` columns and the ``n`` columns as a product each."""
+    n, t_len, hidden = (int(d) for d in h_prev.shape)
+    rows = n * t_len
+    hp_t = xp.permute_dims(xp.reshape(h_prev, (rows, hidden)), (1, 0))
+    rz = xp.reshape(dxw, (rows, 3 * hidden))[:, : 2 * hidden]
+    du = xp.concat(
+        [xp.matmul(hp_t, rz), xp.matmul(hp_t, xp.reshape(dhid_n, (rows, hidden)))], axis=1
+    )
+    db = xp.concat([xp.sum(rz, axis=0), xp.sum(dhid_n, axis=(0, 1))])
+    return du, db
 
 
 def weight_grads(xp: Any, h_prev: Array, dhid: Array) -> tuple[Array, Array]:
