@@ -123,6 +123,39 @@ def test_training_forward_keeps_only_what_backward_reads() -> None:
     assert sum(v is not None for v in slots) == 0  # the constant is not read by backward either
 
 
+def test_the_plan_is_readable_python_and_tracebacks_show_its_lines() -> None:
+    import gc
+    import linecache
+    import traceback
+
+    x, labels, loss, (W1, _, _) = mlp()
+    graph = nnlayers.compile(loss)
+    plan = graph.specialise(batch_size=2)
+    source = plan.source
+    assert "placeholder 'x' (2, 4) float32" in source and "parameter 'W1' (4, 5)" in source
+    assert "def forward_train(" in source and "def backward(" in source
+    assert "# matmul" in source and "# softmax_cross_entropy" in source
+    assert "# relu 'hidden'" in source  # a named node is named on its line
+    # the generated functions run the plan: feed, forward, backward as usual
+    feeds = {x: np.ones((2, 4)), labels: np.array([0, 2])}
+    graph.forward(feeds)
+    grads = graph.backward()
+    assert set(grads) == set(graph.wrt)
+    # an error inside a step shows the step's generated line
+    slots = graph._slots(plan, [graph.xp.ones((2, 4), dtype=x.dtype), np.array([0, 1])])
+    slots[next(i for i, n in enumerate(plan.analysis.nodes) if n is W1)] = "not an array"
+    with pytest.raises(Exception) as caught:
+        plan.run_forward(slots, None)
+    shown = "".join(traceback.format_tb(caught.value.__traceback__))
+    assert "<nnlayers plan" in shown and "# matmul" in shown
+    filename = plan._forward_eval.__code__.co_filename
+    assert filename in linecache.cache
+    del caught, plan
+    graph._plans.clear()
+    gc.collect()
+    assert filename not in linecache.cache  # forgotten with the plan
+
+
 def test_peak_memory_of_a_chain_does_not_grow_with_depth() -> None:
     def peak(depth: int, train: bool) -> int:
         x = ex.placeholder((None, 256), name="x")
