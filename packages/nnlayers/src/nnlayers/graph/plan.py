@@ -76,6 +76,10 @@ class Plan:
             ops.append(op)
         self.specs = specs
         self.ops = ops
+        #: (phase, slot) -> what the generated code calls in place of a step's bound callable:
+        #: the op's method and its leading arguments (None: an identity backward), where no
+        #: guard or spec check wraps the step
+        self._direct: dict[tuple[str, int], Any] = {}
         self._compile_backward()
         self._compile_forward()
         self._generate()
@@ -130,9 +134,13 @@ class Plan:
                 # the op's own gradient is dy, added into the slice it read (accumulate_grad)
                 backward = _identity_backward
                 in_specs = [self.specs[i]]
+                self._direct[("backward", i)] = None
             else:
                 backward = _bind_backward(op, xp, needs)
                 in_specs = [self.specs[j] for j in ins]
+                self._direct[("backward", i)] = (op.backward, needs)
+            if self.guard or self.check_specs:
+                self._direct.pop(("backward", i))
             if self.guard:
                 backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
             if self.check_specs:
@@ -196,12 +204,17 @@ class Plan:
                 (self.forward_steps_train, free_train),
             ):
                 donor = None if self.guard else self._donor(i, frees)
+                phase = "train" if steps is self.forward_steps_train else "eval"
                 if donor is None:
                     fn = _bind_forward(op, xp)
+                    self._direct[(phase, i)] = (op.forward, ())
                     if self.guard:
                         fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
                 else:
                     fn = partial(op.forward_inplace, xp, donor)
+                    self._direct[(phase, i)] = (op.forward_inplace, (donor,))
+                if self.guard or self.check_specs:
+                    self._direct.pop((phase, i))
                 if self.check_specs:
                     fn = check_specs_forward(fn, a.nodes[i], self.specs[i], op.has_residual)
                 phase_residual = residual if steps is self.forward_steps_train else min(residual, 1)
@@ -258,7 +271,7 @@ class Plan:
     # -- the generated functions ------------------------------------------------------------------
     def _generate(self) -> None:
         """Write the step lists out as Python functions (see the module's docstring)."""
-        env: dict[str, Any] = {"__builtins__": __builtins__}
+        env: dict[str, Any] = {"__builtins__": __builtins__, "xp": self.xp}
         lines = self._sources_comment()
         for name, steps, train in (
             ("forward_train", self.forward_steps_train, True),
@@ -298,9 +311,15 @@ class Plan:
     ) -> list[str]:
         a = self.analysis
         lines = ["", f"def {name}(v, residuals=None):"]
+        phase = "train" if train else "eval"
         for fn, _ins, out, residual, frees in steps:
+            args = [f"v[{j}]" for j in a.inputs[out]]
+            direct = self._direct.get((phase, out))
+            if direct is not None:  # the op's method itself: no partial in between
+                fn, lead = direct
+                args = ["xp", *map(repr, lead), *args]
             env[f"{name}_{out}"] = fn
-            call = f"{name}_{out}({', '.join(f'v[{j}]' for j in a.inputs[out])})"
+            call = f"{name}_{out}({', '.join(args)})"
             if residual == 2:
                 lines.append(f"    v[{out}], residuals[{out}] = {call}{self._label(out)}")
             elif residual == 1:
@@ -320,16 +339,24 @@ class Plan:
         lines = ["", "def backward(v, r, seed):", f"    g = [None] * {n}"]
         lines.append(f"    g[{self.analysis.outputs[0]}] = seed")
         for bwd, out, read, keep, _, frees, clear, assigns, others in self.backward_steps:
-            env[f"backward_{out}"] = bwd
             reads = read(list(range(n + 1)))
             inputs = "".join(("None" if j == n else f"v[{j}]") + ", " for j in reads)
             lines.append(f"    dy = g[{out}]")
             if clear:
                 lines.append(f"    g[{out}] = None")
             output = f"v[{out}]" if keep else "None"
-            lines.append(
-                f"    gs = backward_{out}(dy, ({inputs}), {output}, r[{out}]){self._label(out)}"
-            )
+            args = f"dy, ({inputs}), {output}, r[{out}]"
+            direct = self._direct.get(("backward", out), bwd)
+            if direct is None:  # a slice's gradient, added into the slice (ADD_SLICE)
+                call = "(dy,)"
+            elif direct is bwd:
+                call = f"backward_{out}({args})"
+            else:  # the op's method itself: no closure in between
+                bwd, needs = direct
+                env[f"needs_{out}"] = needs
+                call = f"backward_{out}(xp, {args}, needs_{out})"
+            env[f"backward_{out}"] = bwd
+            lines.append(f"    gs = {call}{self._label(out)}")
             lines.append(f"    r[{out}] = None")
             lines += [f"    g[{j}] = gs[{k}]" for k, j in assigns]
             for k, j, mode, cast, accumulate in others:
