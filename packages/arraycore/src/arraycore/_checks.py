@@ -187,6 +187,10 @@ def index_array(
     return bk.binary("remainder", idx, bk.full((), size, _INT64))
 
 
+#: The unsigned integer dtype of each integer size, for :func:`check_labels`.
+_UNSIGNED = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+
+
 def check_labels(xp: NamespaceBase, op: str, labels: Array, classes: int) -> None:
     """Raise a ValueError naming ``op`` unless every one of the integer ``labels`` (an array of
     ``xp``) lies in ``[0, classes)``; nothing is checked with :func:`checks` off."""
@@ -194,8 +198,8 @@ def check_labels(xp: NamespaceBase, op: str, labels: Array, classes: int) -> Non
         return
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu":
         # one reduction on the host: as unsigned, a negative label is larger than any class
-        unsigned = labels.view(f"u{labels.dtype.itemsize}")
-        if int(np.maximum.reduce(unsigned, axis=None)) < classes:
+        unsigned = labels.view(_UNSIGNED[labels.dtype.itemsize])
+        if np.maximum.reduce(unsigned, axis=None) < classes:
             return
     low, high = _bounds(xp, labels)
     if low < 0 or high >= classes:

@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import _nn, _nn_rnn
+from .. import _checks, _nn, _nn_rnn
 from .._nn_batchnorm import check_batch_norm, check_batch_norm_backward
 from ..nn_shapes import (
     Window2d,
@@ -711,8 +711,11 @@ def _flat_labels(labels: Any, logits: Any) -> np.ndarray | None:
         return None
     classes = logits.shape[-1]
     flat = labels.reshape(-1)
-    # negative labels are huge as unsigned: one reduction checks both ends of the range
-    if np.maximum.reduce(flat.view(_UNSIGNED[flat.dtype.itemsize]), axis=None) >= classes:
+    # xp.nn.softmax_cross_entropy's guard has just checked the range unless label checks are
+    # off; then one reduction checks both ends (negative labels are huge as unsigned)
+    if not _checks.enabled("labels") and (
+        np.maximum.reduce(flat.view(_UNSIGNED[flat.dtype.itemsize]), axis=None) >= classes
+    ):
         return None
     key = (flat.shape[0], classes)
     offsets = _OFFSETS.get(key)

@@ -92,6 +92,11 @@ class Graph:
         self._placeholder_ids = frozenset(id(n) for _, n in self._placeholders)
         #: placeholder slot -> (classes, reader) for placeholders that hold class labels
         self.label_checks = label_checks(a.nodes, a.inputs)
+        #: per placeholder, in order: (id, node, dtype, its label check or None), for _feed
+        self._feed_order = [
+            (id(node), node, node.spec.dtype, self.label_checks.get(i))
+            for i, node in self._placeholders
+        ]
         self._parameters = [(i, nodes[i]) for i in a.parameters]
         for _, p in self._parameters:
             p.to_backend(xp)  # type: ignore[attr-defined]
@@ -218,20 +223,23 @@ class Graph:
                 )
             given[id(k)] = value
         values = []
-        for i, node in self._placeholders:
-            if id(node) not in given:
-                raise FeedError(f"feed: no value for {node.describe()} {node.spec}")
-            v: Any = given[id(node)]
-            if i in self.label_checks:
-                check_labels(node, v, *self.label_checks[i])
+        shapes = []
+        array_type = self._array_type
+        for key, node, dtype, labels in self._feed_order:
+            try:
+                v: Any = given[key]
+            except KeyError:
+                raise FeedError(f"feed: no value for {node.describe()} {node.spec}") from None
+            if labels is not None:
+                check_labels(node, v, *labels)
             # Arrays already on the backend with the right dtype skip asarray's checks.
-            same_type = type(v) is self._array_type
-            if not same_type or getattr(v, "dtype", None) != node.spec.dtype:
+            if type(v) is not array_type or getattr(v, "dtype", None) != dtype:
                 check_feed_dtype(node, v)
-                v = self.xp.asarray(v, dtype=node.spec.dtype)
-                self._array_type = type(v)
+                v = self.xp.asarray(v, dtype=dtype)
+                self._array_type = array_type = type(v)
             values.append(v)
-        return values, tuple(tuple(v.shape) for v in values)
+            shapes.append(tuple(v.shape))
+        return values, tuple(shapes)
 
     def _plan(self, key: tuple[Any, ...]) -> Plan:
         plan = self._plans.get(key)
@@ -345,13 +353,18 @@ def check_feed_dtype(node: Expr, value: Any) -> None:
         )
 
 
+#: The unsigned integer dtype of each integer size, for :func:`check_labels`.
+_UNSIGNED = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+
+
 def check_labels(node: Expr, value: Any, classes: int, reader: str) -> None:
     """Class labels must lie in ``[0, classes)``. Checked for host (NumPy) arrays only, where it
     costs no device work: every batch on the NumPy backend, and whatever a caller feeds from the
     host elsewhere (``fit`` checks an in-memory feed's host arrays once before training)."""
     if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "iu":
         return
-    if value.view(f"u{value.dtype.itemsize}").max() < classes:
+    unsigned = _UNSIGNED.get(value.dtype.itemsize)
+    if unsigned is not None and np.maximum.reduce(value.view(unsigned), axis=None) < classes:
         return  # the common case, one reduction: as unsigned, a negative label is huge
     bad = (value < 0) | (value >= classes)
     if bad.any():
