@@ -241,4 +241,7 @@ class Broadcasting(Op):
 
     def reduce(self, xp: ArrayNamespace, g: Any, i: int) -> Any:
         """Gradient ``g`` summed back to the shape of input ``i``."""
-        return unbroadcast(xp, g, self.in_shapes[i], self.plans[i])
+        plan = self.plans[i]
+        if not plan[0]:
+            return g  # input i has the output's shape (no call in between: the common case)
+        return unbroadcast(xp, g, self.in_shapes[i], plan)
