@@ -163,21 +163,23 @@ class Optimizer:
                 f"optimiser to a model"
             )
         lr = self._lr_at(self.step_count)
-        active = []
+        # (parameter, value, gradient), each read once; all checked before anything changes
+        active: list[tuple[Any, Array, Array]] = []
         for p in self._params:
             grad = p.grad
             if grad is None or not getattr(p, "trainable", True):
                 continue
-            if grad.shape != p.value.shape and tuple(grad.shape) != tuple(p.value.shape):
+            value = p.value
+            if grad.shape != value.shape and tuple(grad.shape) != tuple(value.shape):
                 raise ValueError(
                     f"{type(self).__name__}: the gradient of {p.name!r} has shape "
-                    f"{tuple(grad.shape)}, but its value has shape {tuple(p.value.shape)}"
+                    f"{tuple(grad.shape)}, but its value has shape {tuple(value.shape)}"
                 )
-            active.append(p)
+            active.append((p, value, grad))
         if not active:
             self.step_count += 1
             return
-        first = active[0].value
+        first = active[0][1]
         cached_xp = self._namespace
         if cached_xp is not None and cached_xp[0] is first:
             xp = cached_xp[1]
@@ -186,17 +188,17 @@ class Optimizer:
             self._namespace = (first, xp)
         scales: dict[Any, Array] = {}
         if self.clip_norm is not None:
-            norm = global_norm([p.grad for p in active], xp=xp, scratch=self._scratch_for(xp))
+            norm = global_norm([g for _, _, g in active], xp=xp, scratch=self._scratch_for(xp))
             self.last_grad_norm = norm
             scale = clip_scale(norm, self.clip_norm, self.clip_eps, xp=xp)
-            for p in active:
-                dt = p.grad.dtype
+            for _, _, g in active:
+                dt = g.dtype
                 if dt not in scales:
                     scales[dt] = xp.astype(scale, dt, copy=False)
         states, counts, default_decay = self._state, self._counts, self.weight_decay
         coupled, slots, buffers = self.coupled_weight_decay, self.slots, self._buffers
         updates: list[tuple[Any, ...]] = []
-        for p in active:
+        for p, value, grad in active:
             multiplier = getattr(p, "lr_multiplier", None)
             multiplier = 1.0 if multiplier is None else float(multiplier)
             if multiplier == 0.0:
@@ -204,7 +206,6 @@ class Optimizer:
             decay = getattr(p, "weight_decay", None)
             decay = default_decay if decay is None else float(decay)
             key = id(p)
-            value = p.value
             # (value, state, tmp) of the parameter, looked up once while its value stays
             found = buffers.get(key)
             if found is None or found[0] is not value:
@@ -216,7 +217,6 @@ class Optimizer:
             _, state, tmp = found
             count = counts.get(key, 0) + 1
             counts[key] = count
-            grad = p.grad
             scale = scales.get(grad.dtype) if scales else None
             if scale is not None or (decay and coupled):
                 work, tmp = self._scratch_for(xp)(value)
