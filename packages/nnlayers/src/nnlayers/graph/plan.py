@@ -269,9 +269,14 @@ class Plan:
         return result
 
     # -- the generated functions ------------------------------------------------------------------
-    def _generate(self) -> None:
-        """Write the step lists out as Python functions (see the module's docstring)."""
-        env: dict[str, Any] = {"__builtins__": __builtins__, "xp": self.xp}
+    @property
+    def source(self) -> str:
+        """The Python the plan runs: ``forward_train``, ``forward_eval`` and ``backward``."""
+        return "".join(self._write({}))
+
+    def _write(self, env: dict[str, Any]) -> list[str]:
+        """The lines of :attr:`source` (with their newlines); fills ``env`` with the names the
+        functions use."""
         lines = self._sources_comment()
         for name, steps, train in (
             ("forward_train", self.forward_steps_train, True),
@@ -279,15 +284,40 @@ class Plan:
         ):
             lines += self._forward_source(name, steps, train, env)
         lines += self._backward_source(env)
-        self.source = "\n".join(lines) + "\n"
-        filename = f"<nnlayers plan {next(_PLAN_IDS)}>"
-        exec(compile(self.source, filename, "exec"), env)
-        # tracebacks and debuggers show the generated lines; forgotten with the plan
-        linecache.cache[filename] = (len(self.source), None, self.source.splitlines(True), filename)
-        weakref.finalize(self, linecache.cache.pop, filename, None)
-        self._forward_train = env["forward_train"]
-        self._forward_eval = env["forward_eval"]
-        self._backward = env["backward"]
+        return [line + "\n" for line in lines]
+
+    def _generate(self) -> None:
+        """Compile forward (train) and backward; forward (eval) waits for its first use."""
+        self._filename = f"<nnlayers plan {next(_PLAN_IDS)}>.py"
+        # tracebacks and debuggers read the lines from the loader (linecache.lazycache), which
+        # writes them out again: no copy of the text is kept; linecache's is dropped with the plan
+        weakref.finalize(self, linecache.cache.pop, self._filename, None)
+        self._forward_train, self._backward = self._compile("forward_train", "backward")
+        self._forward_eval: Any = self._compile_eval
+
+    def _compile(self, *names: str) -> list[Any]:
+        """The generated functions ``names``, compiled from :attr:`source` with the others'
+        lines left blank (so that line numbers stay those of the whole text)."""
+        env: dict[str, Any] = {
+            "__builtins__": __builtins__,
+            "__name__": self._filename,
+            "__loader__": _SourceLoader(self),
+            "xp": self.xp,
+        }
+        lines = self._write(env)
+        keep = False
+        for k, line in enumerate(lines):
+            if line.startswith("def "):
+                keep = line[4 : line.index("(")] in names
+            if not keep:
+                lines[k] = "\n"
+        exec(compile("".join(lines), self._filename, "exec"), env)
+        return [env[name] for name in names]
+
+    def _compile_eval(self, values: list[Any]) -> list[Any]:
+        """The first eval forward: compile it, then run it."""
+        (self._forward_eval,) = self._compile("forward_eval")
+        return self._forward_eval(values)  # type: ignore[no-any-return]
 
     def _sources_comment(self) -> list[str]:
         """Comment lines naming the slots the caller fills in (placeholders, parameters)."""
@@ -421,6 +451,17 @@ class Plan:
                 live -= nbytes[out]
             live -= sum(nbytes[j] for j in frees)
         return peak
+
+
+class _SourceLoader:
+    """``get_source`` for linecache: a plan's :attr:`Plan.source`, while the plan lives."""
+
+    def __init__(self, plan: Plan) -> None:
+        self._plan = weakref.ref(plan)
+
+    def get_source(self, name: str) -> str | None:
+        plan = self._plan()
+        return None if plan is None else plan.source
 
 
 def _getter(slots: tuple[int, ...]) -> Callable[[list[Any]], Any]:
