@@ -76,9 +76,10 @@ class Plan:
             ops.append(op)
         self.specs = specs
         self.ops = ops
-        #: (phase, slot) -> what the generated code calls in place of a step's bound callable:
-        #: the op's method and its leading arguments (None: an identity backward), where no
-        #: guard or spec check wraps the step
+        #: (phase, slot) -> what the generated code calls in place of a step's bound callable,
+        #: where no guard or spec check wraps the step: the name of the op's method and its
+        #: leading arguments (the donor's index; backward's ``needs``), or None for a slice's
+        #: identity backward
         self._direct: dict[tuple[str, int], Any] = {}
         self._compile_backward()
         self._compile_forward()
@@ -138,7 +139,7 @@ class Plan:
             else:
                 backward = _bind_backward(op, xp, needs)
                 in_specs = [self.specs[j] for j in ins]
-                self._direct[("backward", i)] = (op.backward, needs)
+                self._direct[("backward", i)] = ("backward", needs)
             if self.guard or self.check_specs:
                 self._direct.pop(("backward", i))
             if self.guard:
@@ -207,12 +208,12 @@ class Plan:
                 phase = "train" if steps is self.forward_steps_train else "eval"
                 if donor is None:
                     fn = _bind_forward(op, xp)
-                    self._direct[(phase, i)] = (op.forward, ())
+                    self._direct[(phase, i)] = ("forward", ())
                     if self.guard:
                         fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
                 else:
                     fn = partial(op.forward_inplace, xp, donor)
-                    self._direct[(phase, i)] = (op.forward_inplace, (donor,))
+                    self._direct[(phase, i)] = ("forward_inplace", (donor,))
                 if self.guard or self.check_specs:
                     self._direct.pop((phase, i))
                 if self.check_specs:
@@ -329,6 +330,14 @@ class Plan:
                 lines.append(f"# v[{i}]: {what} {self.specs[i]}")
         return lines
 
+    def _op_name(self, i: int, env: dict[str, Any]) -> str:
+        """The global naming slot ``i``'s op in the generated code (``matmul_7``)."""
+        name = getattr(self.ops[i], "name", None) or type(self.ops[i]).__name__
+        name = "".join(c if c.isalnum() else "_" for c in str(name)).lower()
+        name = f"{name if name.isidentifier() else 'op'}_{i}"
+        env[name] = self.ops[i]
+        return name
+
     def _label(self, i: int) -> str:
         """``# <op name>`` for slot ``i``'s line."""
         node = self.analysis.nodes[i]
@@ -346,10 +355,13 @@ class Plan:
             args = [f"v[{j}]" for j in a.inputs[out]]
             direct = self._direct.get((phase, out))
             if direct is not None:  # the op's method itself: no partial in between
-                fn, lead = direct
+                method, lead = direct
+                call = f"{self._op_name(out, env)}.{method}"
                 args = ["xp", *map(repr, lead), *args]
-            env[f"{name}_{out}"] = fn
-            call = f"{name}_{out}({', '.join(args)})"
+            else:  # guarded or spec-checked
+                call = f"{name}_{out}"
+                env[call] = fn
+            call = f"{call}({', '.join(args)})"
             if residual == 2:
                 lines.append(f"    v[{out}], residuals[{out}] = {call}{self._label(out)}")
             elif residual == 1:
@@ -379,13 +391,13 @@ class Plan:
             direct = self._direct.get(("backward", out), bwd)
             if direct is None:  # a slice's gradient, added into the slice (ADD_SLICE)
                 call = "(dy,)"
-            elif direct is bwd:
+            elif direct is bwd:  # guarded or spec-checked
                 call = f"backward_{out}({args})"
+                env[f"backward_{out}"] = bwd
             else:  # the op's method itself: no closure in between
-                bwd, needs = direct
+                _, needs = direct
                 env[f"needs_{out}"] = needs
-                call = f"backward_{out}(xp, {args}, needs_{out})"
-            env[f"backward_{out}"] = bwd
+                call = f"{self._op_name(out, env)}.backward(xp, {args}, needs_{out})"
             lines.append(f"    gs = {call}{self._label(out)}")
             lines.append(f"    r[{out}] = None")
             lines += [f"    g[{j}] = gs[{k}]" for k, j in assigns]
