@@ -156,6 +156,40 @@ def test_the_plan_is_readable_python_and_tracebacks_show_its_lines() -> None:
     assert filename not in linecache.cache  # forgotten with the plan
 
 
+@pytest.mark.parametrize("check_finite", [False, True])
+def test_generated_code_calls_ops_directly_with_the_same_results(check_finite) -> None:
+    # The suite runs with spec checks on, whose wrapped steps the generated code calls as they
+    # are; without checks (what users run) it calls each op's method itself. Both must agree:
+    # fan-out (ADD: mixed + mixed; ADD_INPLACE), slices of one array (ADD_SLICE), a cast, in-place donors,
+    # an op with a residual, evaluation.
+    rng = np.random.default_rng(0)
+    x = ex.placeholder((None, 6), name="x")
+    labels = ex.placeholder((None,), "int64", name="labels")
+    W = Parameter(rng.standard_normal((6, 6)), name="W")
+    b = Parameter(rng.standard_normal(6), name="b")
+    h = ex.relu(x @ W + b)
+    wide = h.astype("float64") * 2.0
+    parts = [h[:, k : k + 2] for k in range(0, 6, 2)]
+    mixed = h + h * h + wide.astype("float32") + ex.concat(parts, axis=1)
+    loss = ex.softmax_cross_entropy((mixed + mixed) @ W, labels) + ex.sum(h[:, 0])
+    feeds = {x: rng.standard_normal((4, 6)), labels: np.array([0, 5, 2, 3])}
+    results = []
+    for checks in (True, False):
+        graph = nnlayers.compile(loss, wrt=[W, b], check_specs=checks, check_finite=check_finite)
+        plan = graph.specialise(batch_size=4)
+        direct = "_forward_train_" not in plan.source and ".forward(xp" in plan.source
+        assert direct == (not checks and not check_finite)
+        value = graph.forward(feeds)
+        grads = graph.backward()
+        evaluated = graph.eval().forward(feeds)
+        results.append((value, [grads[w] for w in (W, b)], evaluated))
+    (v1, g1, e1), (v2, g2, e2) = results
+    np.testing.assert_array_equal(v1, v2)
+    np.testing.assert_array_equal(e1, e2)
+    for a, c in zip(g1, g2, strict=True):
+        np.testing.assert_array_equal(a, c)
+
+
 def test_peak_memory_of_a_chain_does_not_grow_with_depth() -> None:
     def peak(depth: int, train: bool) -> int:
         x = ex.placeholder((None, 256), name="x")
