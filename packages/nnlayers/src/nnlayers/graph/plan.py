@@ -16,7 +16,8 @@ declares ``fresh_grads`` (or summed it), so no two parameters' gradients ever sh
 ``check_specs`` the plan also asserts that no two are one array).
 
 The step lists are then written out as straight-line Python, one function each for forward
-(train and eval) and backward (:attr:`Plan.source`; a traceback through a step shows its line):
+(train and eval) and backward, each compiled at its first call (:attr:`Plan.source` shows them;
+a traceback through a step shows its line):
 every slot a constant index, every op a global named after it whose method is called directly
 (``matmul_2.forward(xp, v[0], v[1])``), so a step costs its op's call and a few subscripts,
 with no loop, tuple unpacking, getter or ``partial`` around it (the small MLP's training step:
@@ -43,6 +44,8 @@ from .guard import check_specs_backward, check_specs_forward, guard_backward, gu
 
 ASSIGN, ADD, ADD_INPLACE, ADD_SLICE = 0, 1, 2, 3
 _PLAN_IDS = itertools.count()
+#: The generated functions of a plan, in the order :attr:`Plan.source` shows them.
+_FUNCTIONS = ("forward_train", "forward_eval", "backward")
 
 
 class Plan:
@@ -274,52 +277,47 @@ class Plan:
     @property
     def source(self) -> str:
         """The Python the plan runs: ``forward_train``, ``forward_eval`` and ``backward``."""
-        return "".join(self._write({}))
-
-    def _write(self, env: dict[str, Any]) -> list[str]:
-        """The lines of :attr:`source` (with their newlines); fills ``env`` with the names the
-        functions use."""
         lines = self._sources_comment()
-        for name, steps, train in (
-            ("forward_train", self.forward_steps_train, True),
-            ("forward_eval", self.forward_steps_eval, False),
-        ):
-            lines += self._forward_source(name, steps, train, env)
-        lines += self._backward_source(env)
-        return [line + "\n" for line in lines]
+        for name in _FUNCTIONS:
+            lines += ["", *self._function_source(name, {})]
+        return "\n".join(lines) + "\n"
+
+    def _function_source(self, name: str, env: dict[str, Any]) -> list[str]:
+        """The lines of the generated function ``name``; fills ``env`` with the names it uses."""
+        if name == "backward":
+            return self._backward_source(env)
+        train = name == "forward_train"
+        steps = self.forward_steps_train if train else self.forward_steps_eval
+        return self._forward_source(name, steps, train, env)
 
     def _generate(self) -> None:
-        """Compile forward (train) and backward; forward (eval) waits for its first use."""
-        self._filename = f"<nnlayers plan {next(_PLAN_IDS)}>.py"
-        # tracebacks and debuggers read the lines from the loader (linecache.lazycache), which
-        # writes them out again: no copy of the text is kept; linecache's is dropped with the plan
-        weakref.finalize(self, linecache.cache.pop, self._filename, None)
-        self._forward_train, self._backward = self._compile("forward_train", "backward")
-        self._forward_eval: Any = self._compile_eval
+        """Each generated function is compiled at its first call (a plan that only evaluates
+        never compiles backward), in a file of its own for tracebacks."""
+        plan = next(_PLAN_IDS)
+        first = {}
+        for name in _FUNCTIONS:
+            filename = f"<nnlayers plan {plan} {name}>.py"
+            # tracebacks read the lines from the function's loader (linecache's lazy path),
+            # which writes them out again: no copy of the text is kept; linecache's copy, made
+            # when a traceback needs it, is dropped with the plan
+            weakref.finalize(self, linecache.cache.pop, filename, None)
+            first[name] = _FirstCall(self, name, filename)
+        self._forward_train: Any = first["forward_train"]
+        self._forward_eval: Any = first["forward_eval"]
+        self._backward: Any = first["backward"]
 
-    def _compile(self, *names: str) -> list[Any]:
-        """The generated functions ``names``, compiled from :attr:`source` with the others'
-        lines left blank (so that line numbers stay those of the whole text)."""
+    def _compile(self, name: str, filename: str) -> Any:
+        """The generated function ``name``, compiled."""
         env: dict[str, Any] = {
             "__builtins__": __builtins__,
-            "__name__": self._filename,
-            "__loader__": _SourceLoader(self),
+            "__name__": filename,
+            "__loader__": _SourceLoader(self, name),
             "xp": self.xp,
         }
-        lines = self._write(env)
-        keep = False
-        for k, line in enumerate(lines):
-            if line.startswith("def "):
-                keep = line[4 : line.index("(")] in names
-            if not keep:
-                lines[k] = "\n"
-        exec(compile("".join(lines), self._filename, "exec"), env)
-        return [env[name] for name in names]
-
-    def _compile_eval(self, values: list[Any]) -> list[Any]:
-        """The first eval forward: compile it, then run it."""
-        (self._forward_eval,) = self._compile("forward_eval")
-        return self._forward_eval(values)  # type: ignore[no-any-return]
+        text = "\n".join(self._function_source(name, env)) + "\n"
+        exec(compile(text, filename, "exec"), env)
+        setattr(self, f"_{name}", env[name])
+        return env[name]
 
     def _sources_comment(self) -> list[str]:
         """Comment lines naming the slots the caller fills in (placeholders, parameters)."""
@@ -351,7 +349,7 @@ class Plan:
         self, name: str, steps: list[tuple[Any, ...]], train: bool, env: dict[str, Any]
     ) -> list[str]:
         a = self.analysis
-        lines = ["", f"def {name}(v, residuals=None):"]
+        lines = [f"def {name}(v, residuals=None):"]
         phase = "train" if train else "eval"
         for fn, _ins, out, residual, frees in steps:
             args = [f"v[{j}]" for j in a.inputs[out]]
@@ -380,10 +378,11 @@ class Plan:
     def _backward_source(self, env: dict[str, Any]) -> list[str]:
         xp, n = self.xp, self.size
         env.update(add=xp.add, add_inplace=xp.inplace.add, astype=xp.astype, zeros=xp.zeros)
-        lines = ["", "def backward(v, r, seed):", f"    g = [None] * {n}"]
+        lines = ["def backward(v, r, seed):", f"    g = [None] * {n}"]
         lines.append(f"    g[{self.analysis.outputs[0]}] = seed")
+        slots = list(range(n + 1))  # what each step's getter picks: its slot numbers
         for bwd, out, read, keep, _, frees, clear, assigns, others in self.backward_steps:
-            reads = read(list(range(n + 1)))
+            reads = read(slots)
             inputs = "".join(("None" if j == n else f"v[{j}]") + ", " for j in reads)
             lines.append(f"    dy = g[{out}]")
             if clear:
@@ -468,14 +467,29 @@ class Plan:
 
 
 class _SourceLoader:
-    """``get_source`` for linecache: a plan's :attr:`Plan.source`, while the plan lives."""
+    """``get_source`` for linecache: a generated function's text, while its plan lives."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, name: str) -> None:
         self._plan = weakref.ref(plan)
+        self._name = name
 
-    def get_source(self, name: str) -> str | None:
+    def get_source(self, fullname: str) -> str | None:
         plan = self._plan()
-        return None if plan is None else plan.source
+        if plan is None:
+            return None
+        return "\n".join(plan._function_source(self._name, {})) + "\n"
+
+
+class _FirstCall:
+    """Stands for a generated function until its first call, which compiles it (the plan then
+    holds the function itself) and runs it."""
+
+    def __init__(self, plan: Plan, name: str, filename: str) -> None:
+        self._plan = plan
+        self._name, self._filename = name, filename
+
+    def __call__(self, *args: Any) -> Any:
+        return self._plan._compile(self._name, self._filename)(*args)
 
 
 def _getter(slots: tuple[int, ...]) -> Callable[[list[Any]], Any]:
