@@ -187,8 +187,9 @@ def index_array(
     return bk.binary("remainder", idx, bk.full((), size, _INT64))
 
 
-#: The unsigned integer dtype of each integer size, for :func:`check_labels`.
-_UNSIGNED = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
+#: The unsigned integer dtype of each integer size (label range checks: as unsigned, a negative
+#: label is larger than any class).
+UNSIGNED = {n: np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
 
 
 def check_labels(xp: NamespaceBase, op: str, labels: Array, classes: int) -> None:
@@ -198,7 +199,7 @@ def check_labels(xp: NamespaceBase, op: str, labels: Array, classes: int) -> Non
         return
     if isinstance(labels, np.ndarray) and labels.dtype.kind in "iu":
         # one reduction on the host: as unsigned, a negative label is larger than any class
-        unsigned = labels.view(_UNSIGNED[labels.dtype.itemsize])
+        unsigned = labels.view(UNSIGNED[labels.dtype.itemsize])
         if np.maximum.reduce(unsigned, axis=None) < classes:
             return
     low, high = _bounds(xp, labels)

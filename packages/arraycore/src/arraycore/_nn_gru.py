@@ -146,28 +146,20 @@ def gru_sequence_backward(
             + xp.matmul(dhid_n[:, t], u_n)
             + dh * z_all[:, t]
         )
-    du, db = _weight_grads_split(xp, previous_states(xp, y, h0), dxw, dhid_n)
+    dxw_rz = xp.reshape(dxw, (n * t_len, 3 * hidden))[:, : 2 * hidden]  # dhid's r, z blocks
+    du, db = weight_grads(xp, previous_states(xp, y, h0), dxw_rz, dhid_n)
     return dxw, du, db, dh_next if h0 is not None else None
 
 
-def _weight_grads_split(xp: Any, h_prev: Array, dxw: Array, dhid_n: Array) -> tuple[Array, Array]:
-    """:func:`weight_grads` of ``dhid = [dxw_r, dxw_z, dhid_n]`` without concatenating it: the
-    ``r, z`` columns and the ``n`` columns as a product each."""
+def weight_grads(xp: Any, h_prev: Array, *blocks: Array) -> tuple[Array, Array]:
+    """``du = sum_t h_{t-1}^T dhid_t`` (one product over all steps) and ``db = sum dhid``, with
+    ``dhid`` given whole ``(N, T, 3H)`` or as column blocks, each ``(N, T, k)`` or already
+    ``(N*T, k)`` (a product and a sum per block, joined: no concatenated ``dhid``)."""
     n, t_len, hidden = (int(d) for d in h_prev.shape)
     rows = n * t_len
     hp_t = xp.permute_dims(xp.reshape(h_prev, (rows, hidden)), (1, 0))
-    rz = xp.reshape(dxw, (rows, 3 * hidden))[:, : 2 * hidden]
-    du = xp.concat(
-        [xp.matmul(hp_t, rz), xp.matmul(hp_t, xp.reshape(dhid_n, (rows, hidden)))], axis=1
-    )
-    db = xp.concat([xp.sum(rz, axis=0), xp.sum(dhid_n, axis=(0, 1))])
-    return du, db
-
-
-def weight_grads(xp: Any, h_prev: Array, dhid: Array) -> tuple[Array, Array]:
-    """``du = sum_t h_{t-1}^T dhid_t`` (one product over all steps) and ``db = sum dhid``."""
-    n, t_len, hidden = (int(d) for d in h_prev.shape)
-    rows = n * t_len
-    flat = xp.reshape(dhid, (rows, int(dhid.shape[2])))
-    du = xp.matmul(xp.permute_dims(xp.reshape(h_prev, (rows, hidden)), (1, 0)), flat)
-    return du, xp.sum(dhid, axis=(0, 1))
+    flat = [b if b.ndim == 2 else xp.reshape(b, (rows, int(b.shape[2]))) for b in blocks]
+    if len(flat) == 1:
+        return xp.matmul(hp_t, flat[0]), xp.sum(flat[0], axis=0)
+    du = xp.concat([xp.matmul(hp_t, b) for b in flat], axis=1)
+    return du, xp.concat([xp.sum(b, axis=0) for b in flat])

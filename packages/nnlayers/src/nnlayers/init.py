@@ -167,7 +167,7 @@ class Orthogonal(Initializer):
         q *= np.where(np.diag(r) < 0, -1.0, 1.0)  # a uniform (Haar) distribution over Q
         if rows < cols:
             q = q.T
-        return np.ascontiguousarray(self.gain * q.reshape(shape))  # QR's factor is F-ordered
+        return self.gain * q.reshape(shape)
 
 
 def constant(value: float = 0.0) -> Initializer:

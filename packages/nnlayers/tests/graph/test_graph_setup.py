@@ -160,8 +160,8 @@ def test_the_plan_is_readable_python_and_tracebacks_show_its_lines() -> None:
 def test_generated_code_calls_ops_directly_with_the_same_results(check_finite) -> None:
     # The suite runs with spec checks on, whose wrapped steps the generated code calls as they
     # are; without checks (what users run) it calls each op's method itself. Both must agree:
-    # fan-out (ADD: mixed + mixed; ADD_INPLACE), slices of one array (ADD_SLICE), a cast, in-place donors,
-    # an op with a residual, evaluation.
+    # fan-out (ADD: mixed + mixed; ADD_INPLACE), slices of one array (ADD_SLICE), a cast,
+    # in-place donors, an op with a residual, evaluation.
     rng = np.random.default_rng(0)
     x = ex.placeholder((None, 6), name="x")
     labels = ex.placeholder((None,), "int64", name="labels")

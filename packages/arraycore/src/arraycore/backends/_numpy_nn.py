@@ -714,7 +714,7 @@ def _flat_labels(labels: Any, logits: Any) -> np.ndarray | None:
     # xp.nn.softmax_cross_entropy's guard has just checked the range unless label checks are
     # off; then one reduction checks both ends (negative labels are huge as unsigned)
     if not _checks.enabled("labels") and (
-        np.maximum.reduce(flat.view(_UNSIGNED[flat.dtype.itemsize]), axis=None) >= classes
+        np.maximum.reduce(flat.view(_checks.UNSIGNED[flat.dtype.itemsize]), axis=None) >= classes
     ):
         return None
     key = (flat.shape[0], classes)
@@ -753,7 +753,6 @@ def softmax_cross_entropy(
     return result
 
 
-_UNSIGNED: dict[int, np.dtype[Any]] = {4: np.dtype(np.uint32), 8: np.dtype(np.uint64)}
 #: ``arange(0, n * classes, classes)`` per (n, classes), for softmax_cross_entropy (read-only).
 _OFFSETS: dict[tuple[int, int], np.ndarray] = {}
 

@@ -363,8 +363,7 @@ def check_labels(node: Expr, value: Any, classes: int, reader: str) -> None:
     host elsewhere (``fit`` checks an in-memory feed's host arrays once before training)."""
     if not isinstance(value, np.ndarray) or value.size == 0 or value.dtype.kind not in "iu":
         return
-    unsigned = _UNSIGNED.get(value.dtype.itemsize)
-    if unsigned is not None and np.maximum.reduce(value.view(unsigned), axis=None) < classes:
+    if np.maximum.reduce(value.view(_UNSIGNED[value.dtype.itemsize]), axis=None) < classes:
         return  # the common case, one reduction: as unsigned, a negative label is huge
     bad = (value < 0) | (value >= classes)
     if bad.any():

@@ -1,7 +1,7 @@
 """``Plan``: a graph specialised to concrete feed shapes and compiled to flat lists of steps.
 
-Each step is a bound callable and integer slots: no graph walking, no lookups by name when it
-runs. Each step lists the slots to release right after it, so an intermediate array lives only
+Each step is an op's method (or, guarded or spec-checked, a wrapper around it) and integer
+slots: no graph walking, no lookups by name when it runs. Each step lists the slots to release right after it, so an intermediate array lives only
 until its last reader (in forward, or in backward when backward keeps it).
 
 Gradient accumulation at fan-out: a node's first contribution is stored as is (it may alias
@@ -30,9 +30,7 @@ import copy
 import itertools
 import linecache
 import weakref
-from collections.abc import Callable
 from functools import partial
-from operator import itemgetter
 from typing import Any
 
 from arraycore import ArrayNamespace
@@ -80,11 +78,9 @@ class Plan:
             ops.append(op)
         self.specs = specs
         self.ops = ops
-        #: (phase, slot) -> what the generated code calls in place of a step's bound callable,
-        #: where no guard or spec check wraps the step: the name of the op's method and its
-        #: leading arguments (the donor's index; backward's ``needs``), or None for a slice's
-        #: identity backward
-        self._direct: dict[tuple[str, int], Any] = {}
+        # guarded or spec-checked steps run through a wrapper callable; otherwise a step names
+        # the op's method, which the generated code calls itself
+        self._wrapped = guard or check_specs
         self._compile_backward()
         self._compile_forward()
         self._generate()
@@ -106,6 +102,7 @@ class Plan:
             needs = a.needs[i]
             ins = a.inputs[i]
             kept = set(op.kept_inputs(needs, len(ins)))
+            # the inputs backward reads (slot n, always None, for the ones it does not keep)
             read = tuple(j if k in kept else n for k, j in enumerate(ins))
             for j in read:
                 if j != n:
@@ -135,22 +132,19 @@ class Plan:
                     owned[j] = not scalar
                 aliasing[j] = count == 1 and not op.fresh_grads and not _reduces(op, k)
                 actions.append((k, j, mode, cast, accumulate))
-            if any(mode == ADD_SLICE for _, _, mode, _, _ in actions):
-                # the op's own gradient is dy, added into the slice it read (accumulate_grad)
-                backward = _identity_backward
-                in_specs = [self.specs[i]]
-                self._direct[("backward", i)] = None
-            else:
-                backward = _bind_backward(op, xp, needs)
-                in_specs = [self.specs[j] for j in ins]
-                self._direct[("backward", i)] = ("backward", needs)
-            if self.guard or self.check_specs:
-                self._direct.pop(("backward", i))
-            if self.guard:
-                backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
-            if self.check_specs:
-                backward = check_specs_backward(backward, a.nodes[i], self.specs[i], in_specs)
-            # plain first contributions (no cast) are stored by the fastest loop of run_backward
+            # the step's backward: ("backward", needs), op.backward called by the generated code,
+            # None where the op's own gradient is dy, added into the slice it read
+            # (accumulate_grad), or a wrapper callable
+            identity = any(mode == ADD_SLICE for _, _, mode, _, _ in actions)
+            backward: Any = None if identity else ("backward", needs)
+            if self._wrapped:
+                backward = _identity_backward if identity else _bind_backward(op, xp, needs)
+                in_specs = [self.specs[i]] if identity else [self.specs[j] for j in ins]
+                if self.guard:
+                    backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
+                if self.check_specs:
+                    backward = check_specs_backward(backward, a.nodes[i], self.specs[i], in_specs)
+            # plain first contributions (no cast): a single assignment each in the generated code
             assigns = tuple(
                 (k, j) for k, j, mode, cast, _ in actions if mode == ASSIGN and cast is None
             )
@@ -163,7 +157,7 @@ class Plan:
                 [
                     backward,
                     i,
-                    _getter(read),
+                    read,
                     op.keep_output,
                     tuple(actions),
                     (),
@@ -209,21 +203,16 @@ class Plan:
                 (self.forward_steps_train, free_train),
             ):
                 donor = None if self.guard else self._donor(i, frees)
-                phase = "train" if steps is self.forward_steps_train else "eval"
-                if donor is None:
-                    fn = _bind_forward(op, xp)
-                    self._direct[(phase, i)] = ("forward", ())
+                # the op's method and its leading arguments, or a wrapper callable
+                fn: Any = ("forward", ()) if donor is None else ("forward_inplace", (donor,))
+                if self._wrapped:
+                    fn = partial(getattr(op, fn[0]), xp, *fn[1])
                     if self.guard:
                         fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
-                else:
-                    fn = partial(op.forward_inplace, xp, donor)
-                    self._direct[(phase, i)] = ("forward_inplace", (donor,))
-                if self.guard or self.check_specs:
-                    self._direct.pop((phase, i))
-                if self.check_specs:
-                    fn = check_specs_forward(fn, a.nodes[i], self.specs[i], op.has_residual)
+                    if self.check_specs:
+                        fn = check_specs_forward(fn, a.nodes[i], self.specs[i], op.has_residual)
                 phase_residual = residual if steps is self.forward_steps_train else min(residual, 1)
-                steps.append((fn, _getter(a.inputs[i]), i, phase_residual, frees))
+                steps.append((fn, a.inputs[i], i, phase_residual, frees))
         self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
         spec = self.specs[a.outputs[0]]
         self.seed = xp.ones(spec.shape, dtype=spec.dtype) if spec.is_float else None
@@ -329,10 +318,13 @@ class Plan:
                 lines.append(f"# v[{i}]: {what} {self.specs[i]}")
         return lines
 
+    def _op_title(self, i: int) -> str:
+        """The name of slot ``i``'s op (``matmul``)."""
+        return str(getattr(self.ops[i], "name", None) or type(self.ops[i]).__name__)
+
     def _op_name(self, i: int, env: dict[str, Any]) -> str:
         """The global naming slot ``i``'s op in the generated code (``matmul_7``)."""
-        name = getattr(self.ops[i], "name", None) or type(self.ops[i]).__name__
-        name = "".join(c if c.isalnum() else "_" for c in str(name)).lower()
+        name = "".join(c if c.isalnum() else "_" for c in self._op_title(i)).lower()
         # a letter first: the generated code's other globals start with "_"
         name = f"{name if name.isidentifier() and name[0].isalpha() else 'op'}_{i}"
         env[name] = self.ops[i]
@@ -341,26 +333,23 @@ class Plan:
     def _label(self, i: int) -> str:
         """``# <op name>`` for slot ``i``'s line."""
         node = self.analysis.nodes[i]
-        name = getattr(self.ops[i], "name", None) or type(self.ops[i]).__name__
         own = node.name if isinstance(node.name, str) and node.name.isprintable() else None
-        return f"  # {name}" + (f" {own!r}" if own else "")
+        return f"  # {self._op_title(i)}" + (f" {own!r}" if own else "")
 
     def _forward_source(
         self, name: str, steps: list[tuple[Any, ...]], train: bool, env: dict[str, Any]
     ) -> list[str]:
         a = self.analysis
         lines = [f"def {name}(v, residuals=None):"]
-        phase = "train" if train else "eval"
-        for fn, _ins, out, residual, frees in steps:
-            args = [f"v[{j}]" for j in a.inputs[out]]
-            direct = self._direct.get((phase, out))
-            if direct is not None:  # the op's method itself: no partial in between
-                method, lead = direct
-                call = f"{self._op_name(out, env)}.{method}"
-                args = ["xp", *map(repr, lead), *args]
-            else:  # guarded or spec-checked
+        for fn, ins, out, residual, frees in steps:
+            args = [f"v[{j}]" for j in ins]
+            if callable(fn):  # guarded or spec-checked
                 call = f"_{name}_{out}"
                 env[call] = fn
+            else:  # the op's method itself: no partial in between
+                method, lead = fn
+                call = f"{self._op_name(out, env)}.{method}"
+                args = ["xp", *map(repr, lead), *args]
             call = f"{call}({', '.join(args)})"
             if residual == 2:
                 lines.append(f"    v[{out}], residuals[{out}] = {call}{self._label(out)}")
@@ -380,23 +369,20 @@ class Plan:
         env.update(add=xp.add, add_inplace=xp.inplace.add, astype=xp.astype, zeros=xp.zeros)
         lines = ["def backward(v, r, seed):", f"    g = [None] * {n}"]
         lines.append(f"    g[{self.analysis.outputs[0]}] = seed")
-        slots = list(range(n + 1))  # what each step's getter picks: its slot numbers
         for bwd, out, read, keep, _, frees, clear, assigns, others in self.backward_steps:
-            reads = read(slots)
-            inputs = "".join(("None" if j == n else f"v[{j}]") + ", " for j in reads)
+            inputs = "".join(("None" if j == n else f"v[{j}]") + ", " for j in read)
             lines.append(f"    dy = g[{out}]")
             if clear:
                 lines.append(f"    g[{out}] = None")
             output = f"v[{out}]" if keep else "None"
             args = f"dy, ({inputs}), {output}, r[{out}]"
-            direct = self._direct.get(("backward", out), bwd)
-            if direct is None:  # a slice's gradient, added into the slice (ADD_SLICE)
+            if bwd is None:  # a slice's gradient, added into the slice (ADD_SLICE)
                 call = "(dy,)"
-            elif direct is bwd:  # guarded or spec-checked
+            elif callable(bwd):  # guarded or spec-checked
                 call = f"_backward_{out}({args})"
                 env[f"_backward_{out}"] = bwd
             else:  # the op's method itself: no closure in between
-                _, needs = direct
+                _, needs = bwd
                 env[f"_needs_{out}"] = needs
                 call = f"{self._op_name(out, env)}.backward(xp, {args}, _needs_{out})"
             lines.append(f"    gs = {call}{self._label(out)}")
@@ -490,19 +476,6 @@ class _FirstCall:
 
     def __call__(self, *args: Any) -> Any:
         return self._plan._compile(self._name, self._filename)(*args)
-
-
-def _getter(slots: tuple[int, ...]) -> Callable[[list[Any]], Any]:
-    """``get(values)``: the values in ``slots``, as a tuple (a list for one slot), in C."""
-    if len(slots) > 1:
-        return itemgetter(*slots)
-    if len(slots) == 1:
-        return itemgetter(slice(slots[0], slots[0] + 1))
-    return lambda values: ()
-
-
-def _bind_forward(op: Any, xp: ArrayNamespace) -> Any:
-    return partial(op.forward, xp)
 
 
 def _bind_backward(op: Any, xp: ArrayNamespace, needs: tuple[bool, ...]) -> Any:
