@@ -171,3 +171,32 @@ def test_tensordot_errors_are_numpys() -> None:
         xp.tensordot(a, b, axes=1)
     with pytest.raises(ValueError):
         xp.tensordot(a, b, axes=([0, 0], [0, 1]))
+
+
+@pytest.mark.parametrize(
+    ("ashape", "bshape"),
+    [
+        ((64, 64), (64, 63)),  # just under MATMUL_MIN_WORK (2**18 multiply-adds)
+        ((64, 64), (64, 64)),  # at it
+        ((4, 32, 64), (64, 32)),  # batch on the left
+        ((32, 64), (4, 64, 32)),  # batch on the right only
+        ((3, 1, 16, 64), (1, 5, 64, 16)),  # both broadcast: 15 products
+        ((3, 1, 32, 64), (1, 5, 64, 32)),
+        ((2, 8, 64), (2, 64, 8)),
+    ],
+)
+def test_products_reach_onednn_by_their_multiply_adds(monkeypatch, ashape, bshape) -> None:
+    """The NumPy backend's matmul offers oneDNN exactly the products of at least
+    MATMUL_MIN_WORK multiply-adds (batch dimensions broadcast), as matmul_work counts them."""
+    offered = []
+
+    def refuse(a, b):
+        offered.append((a.shape, b.shape))
+        return None  # NumPy computes it
+
+    monkeypatch.setattr(_onednn, "matmul", refuse)
+    rng = np.random.default_rng(0)
+    a, b = _f32(rng, *ashape), _f32(rng, *bshape)
+    np.testing.assert_allclose(xp.matmul(a, b), np.matmul(a, b), rtol=1e-6)
+    large = _onednn.matmul_work(ashape, bshape) >= _onednn.MATMUL_MIN_WORK
+    assert offered == ([(ashape, bshape)] if large else [])

@@ -129,3 +129,36 @@ def test_start_epoch_makes_dropout_masks_depend_on_the_epoch_only() -> None:
     a, b = masks(3), masks(3)
     np.testing.assert_array_equal(a, b)
     assert not np.array_equal(masks(4), a)
+
+
+def test_a_train_step_holds_one_set_of_gradients() -> None:
+    """The last step's gradients are dropped before the next forward pass (PyTorch's
+    ``zero_grad()``): a step's peak memory does not hold the old and the new ones together."""
+    import tracemalloc
+
+    x = ex.placeholder((None, 512), name="x")
+    y = ex.placeholder((None, 512), name="y")
+    net = Sequential([Affine(512)], seed=0)
+    model = Model(ex.squared_error(net(x), y), inputs=[x, y], optimizer=SGD(0.01, momentum=0.9))
+    if model.xp.name != "numpy":
+        pytest.skip(f"tracemalloc sees host memory only, not {model.xp.name}'s device memory")
+    batch = (np.ones((2, 512), np.float32), np.zeros((2, 512), np.float32))
+    model.train_step(batch)
+    weight = net.params[0]
+    grads = sum(int(np.asarray(p.grad).nbytes) for p in model.params)
+    assert weight.grad is not None and grads > 2**20
+    tracemalloc.start()
+    try:
+        model.train_step(batch)  # its gradients are traced
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        model.train_step(batch)
+        after, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # the new gradients replace the old: nothing near a second set at any point of the step
+    assert after - before < grads // 4, (before, after)
+    assert peak - before < grads // 4, (before, peak, grads)
+    assert model.graph.gradients[weight] is weight.grad
+    model.graph.clear_gradients()
+    assert weight.grad is None and model.graph.gradients == {}

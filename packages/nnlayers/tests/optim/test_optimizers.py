@@ -385,3 +385,98 @@ def test_trains_nnlayers_parameters_through_a_graph(xp):
         graph.backward()
         opt.step()
     np.testing.assert_allclose(W.numpy(), w_true, atol=1e-2)
+
+
+_CHANGES = {
+    # each change is undone by a later one, so that the steps after it are plain again (coupled
+    # weight decay and clipping are never repeated) and the next change meets the repeat path
+    "nothing": lambda ps, opt, xp: None,
+    "lr_multiplier": lambda ps, opt, xp: setattr(ps[0], "lr_multiplier", 0.5),
+    "own weight_decay": lambda ps, opt, xp: setattr(ps[1], "weight_decay", 0.2),
+    "own weight_decay 0": lambda ps, opt, xp: setattr(ps[1], "weight_decay", 0.0),
+    "optimiser weight_decay": lambda ps, opt, xp: setattr(opt, "weight_decay", 0.1),
+    "optimiser weight_decay 0": lambda ps, opt, xp: setattr(opt, "weight_decay", 0.0),
+    "freeze": lambda ps, opt, xp: ps[1].freeze(),
+    "unfreeze": lambda ps, opt, xp: ps[1].unfreeze(),
+    "new value array": lambda ps, opt, xp: setattr(
+        ps[0], "value", xp.asarray(host(ps[0].value) * 1.5)
+    ),
+    "multiplier 0": lambda ps, opt, xp: setattr(ps[1], "lr_multiplier", 0.0),
+    "multiplier 1": lambda ps, opt, xp: setattr(ps[1], "lr_multiplier", 1.0),
+    "clip_norm": lambda ps, opt, xp: setattr(opt, "clip_norm", 0.5),
+    "no clip_norm": lambda ps, opt, xp: setattr(opt, "clip_norm", None),
+    "no gradient": lambda ps, opt, xp: None,  # handled where the gradients are set
+    "gradients again": lambda ps, opt, xp: None,
+}
+
+
+@pytest.mark.parametrize(
+    "factory",
+    [lambda: SGD(0.1, momentum=0.9), lambda: SGD(0.1), lambda: Adam(0.05), lambda: RMSProp(0.01)],
+    ids=["sgd-momentum", "sgd", "adam", "rmsprop"],
+)
+def test_repeated_steps_follow_every_change_between_them(xp, factory):
+    """After a plain step the next one reuses what it found (``_repeat_updates``: no
+    per-parameter lookups); every change between steps must still take effect, exactly as when
+    each step works everything out afresh."""
+    from nnlayers import Parameter
+
+    def make() -> list[Parameter]:
+        w = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+        return [
+            Parameter(xp.asarray(w), name="w", dtype=np.float64),
+            Parameter(xp.asarray(np.array([0.5, -0.25, 2.0])), name="b", dtype=np.float64),
+        ]
+
+    runs = []
+    for afresh in (False, True):
+        params, opt = make(), factory()
+        opt.bind(params)
+        hits: list[bool] = []
+        repeat = opt._repeat_updates
+
+        def spy(lr: float, repeat=repeat, hits=hits, afresh=afresh):
+            found = None if afresh else repeat(lr)
+            hits.append(found is not None)
+            return found
+
+        opt._repeat_updates = spy
+        rng = np.random.default_rng(3)
+        for change in _CHANGES:
+            for again in (False, True):  # the change, then a step that may repeat it
+                if not again:
+                    _CHANGES[change](params, opt, xp)
+                for p in params:
+                    p.grad = xp.asarray(rng.normal(size=tuple(p.value.shape)))
+                if change == "no gradient":
+                    params[0].grad = None
+                opt.step()
+        runs.append(([host(p.value) for p in params], opt.state_dict(), hits))
+        params[1].unfreeze()
+    (got, state, hits), (want, want_state, _) = runs
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a, b)
+    for key, array in want_state["arrays"].items():
+        np.testing.assert_array_equal(host(state["arrays"][key]), host(array), err_msg=key)
+    # every change made the step after it look afresh; the step after that repeated it where
+    # the step was plain (no coupled decay, clipping, frozen or gradient-less parameter)
+    assert hits[0::2] == [False] * len(_CHANGES), hits
+    not_plain = {"own weight_decay", "optimiser weight_decay", "freeze", "multiplier 0"}
+    not_plain |= {"clip_norm", "no gradient"}
+    assert hits[1::2] == [change not in not_plain for change in _CHANGES], hits
+
+
+def test_a_repeated_step_still_checks_gradient_shapes(xp):
+    from nnlayers import Parameter
+
+    w = Parameter(xp.asarray(np.ones((3, 2))), name="layer/W", dtype=np.float64)
+    opt = SGD(0.1, momentum=0.9, params=[w])
+    for _ in range(2):
+        w.grad = xp.asarray(np.ones((3, 2)))
+        opt.step()
+    before = host(w.value)
+    w.grad = xp.asarray(np.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"layer/W.*\(2, 3\).*\(3, 2\)"):
+        opt.step()
+    np.testing.assert_array_equal(host(w.value), before)
+    assert opt.step_count == 2

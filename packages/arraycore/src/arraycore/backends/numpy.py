@@ -239,7 +239,10 @@ def _matmul(x1: np.ndarray, x2: np.ndarray, /) -> np.ndarray:
     OpenBLAS's spinning threads taking the cores from them). Small products go straight to
     NumPy: a network of small layers makes many of them, and each check costs."""
     try:
-        large = _onednn.matmul_work(x1.shape, x2.shape) >= _onednn.MATMUL_MIN_WORK
+        # the multiply-adds (_onednn.matmul_work) are the larger of these two products, batch
+        # dimensions broadcast or not; computed inline, as this runs for every product
+        least = _onednn.MATMUL_MIN_WORK
+        large = x1.size * x2.shape[-1] >= least or x2.size * x1.shape[-2] >= least
     except (AttributeError, IndexError, TypeError):  # not arrays, or vectors: NumPy's rules
         large = False
     if large:

@@ -185,13 +185,21 @@ class Graph:
             )
         plan, slots, residuals = self._pending
         self._pending = None
-        for p in self._wrt_params:
-            p.grad = None  # the last step's gradients need not live through this one
+        self.clear_gradients()  # the last step's gradients need not live through this one
         grads = plan.run_backward(slots, residuals, seed)
         self.gradients = dict(zip(self.wrt, grads, strict=True))
         for k, w in self._grad_slots:
             w.grad = grads[k]
         return self.gradients
+
+    def clear_gradients(self) -> None:
+        """Drop the last backward's gradients (:attr:`gradients` and each parameter's
+        ``grad``), so that their memory is free for the next step: ``Model.train_step`` calls it
+        before its forward pass, as a PyTorch loop calls ``optimizer.zero_grad()`` (which sets
+        them to ``None``) before its own."""
+        self.gradients = {}
+        for p in self._wrt_params:
+            p.grad = None
 
     # -- feeds and specialisation --------------------------------------------------------------------
     @property

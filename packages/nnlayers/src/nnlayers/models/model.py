@@ -274,6 +274,9 @@ class Model:
                 "trainable, so there is nothing to train; unfreeze a layer "
                 "(layer.unfreeze() or layer.trainable = True)"
             )
+        # the last step's gradients are not kept through this one's forward pass (PyTorch's
+        # zero_grad): a step's peak holds one set of gradients, not two
+        self.graph.clear_gradients()
         values = self.graph.forward(self._fill(batch))
         scaler = self.loss_scaler
         if scaler is None:

@@ -23,6 +23,7 @@ import numpy as np
 import arraycore
 from arraycore import ArrayNamespace
 
+from ..parameter import Parameter, trainable_version
 from .schedules import LearningRate, describe_lr
 
 Array = Any
@@ -103,6 +104,8 @@ class Optimizer:
         #: id(parameter) -> (value, state, tmp) as of its last update (rebuilt when any of them
         #: may have changed: a new value array, rebound parameters, loaded state)
         self._buffers: dict[int, tuple[Array, dict[str, Array], Array]] = {}
+        #: what the last step found, when it was plain (see :meth:`_repeat_updates`)
+        self._plain: tuple[Any, ...] | None = None
         self._namespace: tuple[Array, Any] | None = None
         if params is not None:
             self._set_params(params)
@@ -136,6 +139,7 @@ class Optimizer:
                 found.append(p)
         self._params = found
         self._buffers = {}
+        self._plain = None
         self._state = {k: v for k, v in self._state.items() if k in seen}
         self._counts = {k: v for k, v in self._counts.items() if k in seen}
 
@@ -163,6 +167,11 @@ class Optimizer:
                 f"optimiser to a model"
             )
         lr = self._lr_at(self.step_count)
+        repeat = self._repeat_updates(lr)
+        if repeat is not None:
+            self._update_all(*repeat)
+            self.step_count += 1
+            return
         # (parameter, value, gradient), each read once; all checked before anything changes
         active: list[tuple[Any, Array, Array]] = []
         for p in self._params:
@@ -198,13 +207,18 @@ class Optimizer:
         states, counts, default_decay = self._state, self._counts, self.weight_decay
         coupled, slots, buffers = self.coupled_weight_decay, self.slots, self._buffers
         updates: list[tuple[Any, ...]] = []
+        # every parameter a Parameter with a gradient, none frozen by its multiplier, no
+        # clipping, no coupled decay: the next step may repeat this one's findings
+        plain = len(active) == len(self._params) and self.clip_norm is None
+        records: list[tuple[Any, ...]] = []
         for p, value, grad in active:
-            multiplier = getattr(p, "lr_multiplier", None)
-            multiplier = 1.0 if multiplier is None else float(multiplier)
+            given_multiplier = getattr(p, "lr_multiplier", None)
+            multiplier = 1.0 if given_multiplier is None else float(given_multiplier)
             if multiplier == 0.0:
+                plain = False
                 continue
-            decay = getattr(p, "weight_decay", None)
-            decay = default_decay if decay is None else float(decay)
+            given_decay = getattr(p, "weight_decay", None)
+            decay = default_decay if given_decay is None else float(given_decay)
             key = id(p)
             # (value, state, tmp) of the parameter, looked up once while its value stays
             found = buffers.get(key)
@@ -218,6 +232,12 @@ class Optimizer:
             count = counts.get(key, 0) + 1
             counts[key] = count
             scale = scales.get(grad.dtype) if scales else None
+            if plain:
+                if type(p) is Parameter and not (decay and coupled):
+                    record = (p, value, given_multiplier, given_decay, state, tmp, key)
+                    records.append((*record, multiplier, decay))
+                else:
+                    plain = False
             if scale is not None or (decay and coupled):
                 work, tmp = self._scratch_for(xp)(value)
                 if scale is not None:
@@ -231,8 +251,46 @@ class Optimizer:
                 self._update(xp, value, grad, state, tmp, lr * multiplier, decay, count)
                 continue
             updates.append((value, grad, state, tmp, lr * multiplier, decay, count))
+        self._plain = (trainable_version(), default_decay, xp, records) if plain else None
         self._update_all(xp, updates)
         self.step_count += 1
+
+    def _repeat_updates(self, lr: float) -> tuple[ArrayNamespace, list[tuple[Any, ...]]] | None:
+        """``(xp, updates)`` of this step when it repeats the last one, else ``None``.
+
+        After a plain step (see :meth:`step`), the next one needs none of its per-parameter
+        lookups while every parameter still has the same value array, a gradient of its shape,
+        and the same ``lr_multiplier`` and ``weight_decay`` objects, no parameter was frozen or
+        unfrozen, and the optimiser's ``weight_decay`` and ``clip_norm`` are as they were; this
+        checks exactly that (identity tests, nothing changed) and counts the step.
+        """
+        plain = self._plain
+        if (
+            plain is None
+            or plain[0] != trainable_version()
+            or plain[1] != self.weight_decay
+            or self.clip_norm is not None
+        ):
+            return None
+        grads = []
+        for p, value, multiplier, decay, *_ in plain[3]:
+            grad = p.grad
+            if (
+                grad is None
+                or p._value is not value
+                or p.lr_multiplier is not multiplier
+                or p.weight_decay is not decay
+                or (grad.shape != value.shape and tuple(grad.shape) != tuple(value.shape))
+            ):
+                return None
+            grads.append(grad)
+        counts = self._counts
+        updates = []
+        for (_, value, _, _, state, tmp, key, multiplier, decay), grad in zip(plain[3], grads):
+            count = counts[key] + 1
+            counts[key] = count
+            updates.append((value, grad, state, tmp, lr * multiplier, decay, count))
+        return plain[2], updates
 
     def _update_all(self, xp: ArrayNamespace, updates: list[tuple[Any, ...]]) -> None:
         """Apply :meth:`_update` to every ``(value, grad, state, tmp, lr, weight_decay,
@@ -375,6 +433,7 @@ class Optimizer:
         if problems:
             raise ValueError(f"{kind}.load_state_dict: " + "; ".join(problems))
         self._buffers = {}
+        self._plain = None
         for p, slot, array in plan:
             xp = arraycore.namespace_of(p.value)
             if slot == "step":
@@ -423,6 +482,7 @@ class Optimizer:
         fresh._tmp = {}
         fresh._flat = {}
         fresh._buffers = {}
+        fresh._plain = None
         fresh._namespace = None
         fresh.step_count = 0
         fresh.last_grad_norm = None
