@@ -508,6 +508,20 @@ def test_gelu_matches_reference(
         assert_close(got, want_y.transpose(2, 0, 1).astype(dtype), scale=10)
 
 
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu_of_non_finite_values(xp: Any, approximate: str) -> None:
+    """``gelu(+inf) = +inf``; ``-inf`` and NaN give NaN (``-inf`` times a gate of 0), in the
+    forward pass on every backend and CPU (a vectorised erf must not turn +inf into NaN)."""
+    x_np = np.linspace(-3.0, 3.0, 61).astype(np.float32)
+    x_np[[5, 17, 40]] = [np.inf, -np.inf, np.nan]
+    with np.errstate(invalid="ignore"):  # -inf times a gate of 0, on a host backend
+        got = to_host(xp.nn.gelu(xp.asarray(x_np), approximate=approximate))
+    assert got[5] == np.inf and np.isnan(got[17]) and np.isnan(got[40])
+    finite = np.isfinite(x_np)
+    want_y, _ = ref.gelu(x_np[finite], approximate)
+    assert_close(got[finite], want_y.astype(np.float32), scale=10)
+
+
 # -- batch normalisation -----------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize("shape", [(16, 3), (4, 3, 5, 6), (1, 2, 3, 3), (7, 1)])
