@@ -28,6 +28,7 @@ import numpy as np
 from . import _dtypes, _registry, _threads
 from ._array import ArrayBase
 from ._checks import checks
+from ._checks import enabled as checks_enabled
 from ._linalg import LinalgNamespace
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
@@ -227,6 +228,7 @@ __all__ = [
     "Generator",
     "Namespace",
     "checks",
+    "checks_enabled",
     "current",
     "inplace",
     "namespace",

@@ -101,8 +101,20 @@ def checks(enabled: bool, *, only: str | None = None) -> Iterator[None]:
 
 
 def enabled(kind: str | None = None) -> bool:
-    """Whether the data-dependent checks (of ``kind``, one of :data:`KINDS`) are on here (see
-    :func:`checks`)."""
+    """Whether the data-dependent checks of ``kind`` (``"indices"`` or ``"labels"``; ``None``:
+    the switch of :func:`checks` without ``only``) are on here, as :func:`checks` set them in
+    this thread or task.
+
+    A caller that checks values itself can leave them to arraycore while this is True (as
+    nnlayers' graph does with fed class labels where arraycore's own check runs on the host).
+
+    >>> import arraycore
+    >>> arraycore.checks_enabled("labels")
+    True
+    >>> with arraycore.checks(False, only="labels"):
+    ...     arraycore.checks_enabled("labels"), arraycore.checks_enabled("indices")
+    (False, True)
+    """
     return _ENABLED.get() and (kind is None or kind not in _OFF.get())
 
 

@@ -158,3 +158,48 @@ def test_fit_trains_on_through_nan_when_asked() -> None:
     model = classifier(SGD(0.1))
     history = fit(model, nan_feed(2), epochs=1, progress=False, stop_on_nonfinite=False)
     assert np.isnan(history.last["loss"])
+
+
+@pytest.mark.parametrize("batch_norm", [False, True], ids=["stateless", "batch-norm"])
+def test_fed_labels_are_checked_once_a_step_and_named_either_way(monkeypatch, batch_norm) -> None:
+    """The graph checks fed labels itself, or, where the reading op's arraycore function checks
+    them on the host and nothing changes before it (no running statistics), leaves them to it:
+    one check a step, and a bad label is refused naming the placeholder, everything as it was."""
+    import arraycore
+    from nnlayers.graph import graph as graph_module
+    from nnlayers.models import Model
+    from nnlayers.parameter import Parameter
+
+    x = ex.placeholder((None, 4), name="x")
+    labels = ex.placeholder((None,), "int64", name="labels")
+    middle = [BatchNorm()] if batch_norm else []
+    net = Sequential([Affine(6, activation="tanh"), *middle, Affine(3)], seed=0)
+    loss = ex.softmax_cross_entropy(net(x), labels)
+    model = Model(loss, inputs=[x, labels], optimizer=SGD(0.1))
+    calls = []
+    real = graph_module.check_labels
+
+    def counted(node, *args):
+        calls.append(node.name)
+        return real(node, *args)
+
+    monkeypatch.setattr(graph_module, "check_labels", counted)
+    model.train_step((X, Y))
+    deferred = model.xp.name == "numpy" and not batch_norm  # labels on the host, no state
+    assert calls == ([] if deferred else ["labels"])
+    calls.clear()
+    with arraycore.checks(False, only="labels"):  # arraycore does not check: the graph does
+        model.train_step((X, Y))
+    assert calls == ["labels"]
+    state = [n for n in model.graph.analysis.nodes if isinstance(n, Parameter)]
+    assert len(state) == (8 if batch_norm else 4)  # running statistics included
+    before = [p.numpy().copy() for p in state]
+    bad = Y.copy()
+    bad[2] = 3
+    expected = r"'labels' holds class labels for softmax_cross_entropy.*\[0, 3\); got 3 at \(2,\)"
+    with pytest.raises(FeedError, match=expected) as info:
+        model.train_step((X, bad))
+    if deferred:  # arraycore's error, naming the op, is the cause
+        assert "softmax_cross_entropy: label 3 is out of range" in str(info.value.__cause__)
+    for p, w in zip(state, before, strict=True):
+        np.testing.assert_array_equal(p.numpy(), w)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 import arraycore
+from arraycore import checks_enabled
 
 from ..errors import FeedError, GraphError
 from ..expr.node import Expr, as_expr, infer_specs
@@ -92,9 +93,12 @@ class Graph:
         self._placeholder_ids = frozenset(id(n) for _, n in self._placeholders)
         #: placeholder slot -> (classes, reader) for placeholders that hold class labels
         self.label_checks = label_checks(a.nodes, a.inputs)
-        #: per placeholder, in order: (id, node, dtype, its label check or None), for _feed
+        #: placeholder slots whose labels arraycore checks where it runs on the host (see _feed)
+        deferred = arraycore_label_checks(a.nodes, a.inputs)
+        #: per placeholder, in order: (id, node, dtype, its label check or None, whether the
+        #: check may be left to arraycore), for _feed
         self._feed_order = [
-            (id(node), node, node.spec.dtype, self.label_checks.get(i))
+            (id(node), node, node.spec.dtype, self.label_checks.get(i), i in deferred)
             for i, node in self._placeholders
         ]
         self._parameters = [(i, nodes[i]) for i in a.parameters]
@@ -154,7 +158,11 @@ class Graph:
         slots = self._slots(plan, values)
         residuals: list[Any] | None = [None] * plan.size if keep else None
         self._pending = None
-        outputs = plan.run_forward(slots, residuals)
+        try:
+            outputs = plan.run_forward(slots, residuals)
+        except ValueError as error:
+            self._name_bad_labels(values, error)
+            raise
         if keep:
             self._pending = (plan, slots, residuals)  # type: ignore[assignment]
         return outputs[0] if self._single else outputs
@@ -191,6 +199,16 @@ class Graph:
         for k, w in self._grad_slots:
             w.grad = grads[k]
         return self.gradients
+
+    def _name_bad_labels(self, values: list[Any], error: ValueError) -> None:
+        """After ``error`` in forward: the :class:`FeedError` naming the placeholder of fed labels
+        out of range that ``_feed`` left to arraycore's check, if there are any."""
+        for (_, node, _, labels, deferred), v in zip(self._feed_order, values, strict=True):
+            if labels is not None and deferred:
+                try:
+                    check_labels(node, v, *labels)
+                except FeedError as bad:
+                    raise bad from error
 
     def clear_gradients(self) -> None:
         """Drop the last backward's gradients (:attr:`gradients` and each parameter's
@@ -233,12 +251,16 @@ class Graph:
         values = []
         shapes = []
         array_type = self._array_type
-        for key, node, dtype, labels in self._feed_order:
+        for key, node, dtype, labels, deferred in self._feed_order:
             try:
                 v: Any = given[key]
             except KeyError:
                 raise FeedError(f"feed: no value for {node.describe()} {node.spec}") from None
-            if labels is not None:
+            if labels is not None and not (
+                # host arrays on a host backend: the reading op's arraycore function checks
+                # them on the host, before anything changes (see arraycore_label_checks)
+                deferred and type(v) is array_type is np.ndarray and checks_enabled("labels")
+            ):
                 check_labels(node, v, *labels)
             # Arrays already on the backend with the right dtype skip asarray's checks.
             if type(v) is not array_type or getattr(v, "dtype", None) != dtype:
@@ -345,6 +367,31 @@ def label_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> dict[int, 
         if isinstance(target, Placeholder) and classes:
             checks[inputs[i][k]] = (int(classes), node.describe())
     return checks
+
+
+def arraycore_label_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> set[int]:
+    """Placeholder slots of class labels that the graph may leave to arraycore's check.
+
+    That is where every op reading them hands them to an arraycore function that checks their
+    range (:attr:`Op.arraycore_checks_labels`), and no op of the graph updates state in its
+    forward pass (batch-norm running statistics: non-trainable parameters), so that a bad label
+    stops the step before anything has changed, as the graph's own check would.
+    """
+    from ..expr.node import Placeholder
+
+    if any(isinstance(node, Parameter) and not node._trainable for node in nodes):
+        return set()
+    readers: dict[int, bool] = {}
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op is None:
+            continue
+        found = op.label_input(*(nodes[k].spec for k in inputs[i]))
+        for position, j in enumerate(inputs[i]):
+            if isinstance(nodes[j], Placeholder):
+                checked = op.arraycore_checks_labels and found is not None and found[0] == position
+                readers[j] = readers.get(j, True) and checked
+    return {j for j, checked in readers.items() if checked}
 
 
 def check_feed_dtype(node: Expr, value: Any) -> None:

@@ -118,6 +118,11 @@ class Op:
         must lie in ``[0, classes)`` (the graph checks host feeds of it), else None."""
         return None
 
+    #: Whether ``forward`` hands its :meth:`label_input` to an arraycore function that checks
+    #: their range itself (``xp.nn.softmax_cross_entropy``, ``xp.nn.one_hot``): where that
+    #: check runs on the host anyway, the graph leaves fed labels to it (see ``Graph._feed``).
+    arraycore_checks_labels = False
+
     def forward_inplace(self, xp: ArrayNamespace, k: int, *inputs: Any) -> Any:
         """Forward writing its result into ``inputs[k]`` (one of :attr:`inplace_inputs`)."""
         raise NotImplementedError(f"op {self.name!r} has no forward_inplace()")

@@ -133,6 +133,7 @@ class OneHot(Op):
 
     name = "one_hot"
     differentiable = False
+    arraycore_checks_labels = True  # xp.nn.one_hot checks them
 
     def __init__(self, num_classes: int, dtype: Any) -> None:
         self.num_classes = int(num_classes)

@@ -25,6 +25,7 @@ class SoftmaxCrossEntropy(Op):
     """
 
     fresh_grads = True
+    arraycore_checks_labels = True  # integer targets go to xp.nn.softmax_cross_entropy
 
     name = "softmax_cross_entropy"
     has_residual = True
