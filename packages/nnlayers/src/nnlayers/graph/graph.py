@@ -193,7 +193,8 @@ class Graph:
             )
         plan, slots, residuals = self._pending
         self._pending = None
-        self.clear_gradients()  # the last step's gradients need not live through this one
+        if self.gradients:  # the last step's need not live through this one (train_step and
+            self.clear_gradients()  # zero_grad-style loops have dropped them already)
         grads = plan.run_backward(slots, residuals, seed)
         self.gradients = dict(zip(self.wrt, grads, strict=True))
         for k, w in self._grad_slots:

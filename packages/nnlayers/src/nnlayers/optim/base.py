@@ -251,7 +251,11 @@ class Optimizer:
                 self._update(xp, value, grad, state, tmp, lr * multiplier, decay, count)
                 continue
             updates.append((value, grad, state, tmp, lr * multiplier, decay, count))
-        self._plain = (trainable_version(), default_decay, xp, records) if plain else None
+        if plain:
+            keys = tuple(record[6] for record in records)
+            self._plain = (trainable_version(), default_decay, xp, records, keys)
+        else:
+            self._plain = None
         self._update_all(xp, updates)
         self.step_count += 1
 
@@ -272,8 +276,9 @@ class Optimizer:
             or self.clip_norm is not None
         ):
             return None
-        grads = []
-        for p, value, multiplier, decay, *_ in plain[3]:
+        counts = self._counts
+        updates = []
+        for p, value, multiplier, decay, state, tmp, key, lr_factor, decay_rate in plain[3]:
             grad = p.grad
             if (
                 grad is None
@@ -283,13 +288,10 @@ class Optimizer:
                 or (grad.shape != value.shape and tuple(grad.shape) != tuple(value.shape))
             ):
                 return None
-            grads.append(grad)
-        counts = self._counts
-        updates = []
-        for (_, value, _, _, state, tmp, key, multiplier, decay), grad in zip(plain[3], grads):
             count = counts[key] + 1
-            counts[key] = count
-            updates.append((value, grad, state, tmp, lr * multiplier, decay, count))
+            updates.append((value, grad, state, tmp, lr * lr_factor, decay_rate, count))
+        for key in plain[4]:  # counted only once every parameter has passed
+            counts[key] += 1
         return plain[2], updates
 
     def _update_all(self, xp: ArrayNamespace, updates: list[tuple[Any, ...]]) -> None:
