@@ -193,8 +193,10 @@ class Graph:
             )
         plan, slots, residuals = self._pending
         self._pending = None
-        if self.gradients:  # the last step's need not live through this one (train_step and
-            self.clear_gradients()  # zero_grad-style loops have dropped them already)
+        # the last step's gradients need not live through this one (train_step, like a loop
+        # calling PyTorch's zero_grad, has dropped them before its forward pass already)
+        if self.gradients:
+            self.clear_gradients()
         grads = plan.run_backward(slots, residuals, seed)
         self.gradients = dict(zip(self.wrt, grads, strict=True))
         for k, w in self._grad_slots:
