@@ -91,10 +91,9 @@ class Graph:
         self._placeholders = [(i, nodes[i]) for i in a.placeholders]
         self._by_name = {n.name: n for _, n in self._placeholders if n.name}
         self._placeholder_ids = frozenset(id(n) for _, n in self._placeholders)
-        #: placeholder slot -> (classes, reader) for placeholders that hold class labels
-        self.label_checks = label_checks(a.nodes, a.inputs)
-        #: placeholder slots whose labels arraycore checks where it runs on the host (see _feed)
-        deferred = arraycore_label_checks(a.nodes, a.inputs)
+        #: placeholder slot -> (classes, reader) for placeholders that hold class labels;
+        #: ``deferred``: those whose labels arraycore checks where it runs on the host (see _feed)
+        self.label_checks, deferred = label_checks(a.nodes, a.inputs)
         #: per placeholder, in order: (id, node, dtype, its label check or None, whether the
         #: check may be left to arraycore), for _feed
         self._feed_order = [
@@ -261,7 +260,7 @@ class Graph:
                 raise FeedError(f"feed: no value for {node.describe()} {node.spec}") from None
             if labels is not None and not (
                 # host arrays on a host backend: the reading op's arraycore function checks
-                # them on the host, before anything changes (see arraycore_label_checks)
+                # them on the host, before anything changes (see label_checks)
                 deferred and type(v) is array_type is np.ndarray and checks_enabled("labels")
             ):
                 check_labels(node, v, *labels)
@@ -349,52 +348,40 @@ def compile(outputs: Any, wrt: list[Expr] | None = None, **options: Any) -> Grap
     return Graph(outputs, wrt, **options)
 
 
-def label_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> dict[int, tuple[int, str]]:
-    """Placeholders that hold class labels: slot -> (number of classes, what reads them).
+def label_checks(
+    nodes: list[Expr], inputs: list[tuple[int, ...]]
+) -> tuple[dict[int, tuple[int, str]], set[int]]:
+    """Placeholders that hold class labels: slot -> (number of classes, what reads them); and
+    the slots of those the graph may leave to arraycore's check.
 
     Each op says which of its inputs are class labels (:meth:`Op.label_input`: the integer
     target of ``softmax_cross_entropy``, the indices of ``one_hot``); a placeholder fed there
-    must hold values in ``[0, classes)``.
+    must hold values in ``[0, classes)``. Arraycore checks them where every op reading the
+    placeholder hands it to an arraycore function that checks their range
+    (:attr:`Op.arraycore_checks_labels`); the graph leaves that to it only if no op updates
+    state in its forward pass (batch-norm running statistics: non-trainable parameters), so
+    that a bad label stops the step before anything has changed, as its own check would.
     """
     from ..expr.node import Placeholder
 
     checks: dict[int, tuple[int, str]] = {}
-    for i, node in enumerate(nodes):
-        if node.op is None:
-            continue
-        found = node.op.label_input(*(nodes[j].spec for j in inputs[i]))
-        if found is None:
-            continue
-        k, classes = found
-        target = nodes[inputs[i][k]]
-        if isinstance(target, Placeholder) and classes:
-            checks[inputs[i][k]] = (int(classes), node.describe())
-    return checks
-
-
-def arraycore_label_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> set[int]:
-    """Placeholder slots of class labels that the graph may leave to arraycore's check.
-
-    That is where every op reading them hands them to an arraycore function that checks their
-    range (:attr:`Op.arraycore_checks_labels`), and no op of the graph updates state in its
-    forward pass (batch-norm running statistics: non-trainable parameters), so that a bad label
-    stops the step before anything has changed, as the graph's own check would.
-    """
-    from ..expr.node import Placeholder
-
-    if any(isinstance(node, Parameter) and not node._trainable for node in nodes):
-        return set()
-    readers: dict[int, bool] = {}
+    by_arraycore: dict[int, bool] = {}  # placeholder slot -> every reader has arraycore check it
     for i, node in enumerate(nodes):
         op = node.op
         if op is None:
             continue
-        found = op.label_input(*(nodes[k].spec for k in inputs[i]))
+        found = op.label_input(*(nodes[j].spec for j in inputs[i]))
+        at, classes = found if found is not None else (-1, None)
         for position, j in enumerate(inputs[i]):
-            if isinstance(nodes[j], Placeholder):
-                checked = op.arraycore_checks_labels and found is not None and found[0] == position
-                readers[j] = readers.get(j, True) and checked
-    return {j for j, checked in readers.items() if checked}
+            if not isinstance(nodes[j], Placeholder):
+                continue
+            labels = position == at
+            if labels and classes:
+                checks[j] = (int(classes), node.describe())
+            by_arraycore[j] = by_arraycore.get(j, True) and labels and op.arraycore_checks_labels
+    if any(isinstance(node, Parameter) and not node._trainable for node in nodes):
+        return checks, set()
+    return checks, {j for j in checks if by_arraycore[j]}
 
 
 def check_feed_dtype(node: Expr, value: Any) -> None:

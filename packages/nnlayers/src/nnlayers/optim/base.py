@@ -138,10 +138,14 @@ class Optimizer:
                 seen.add(id(p))
                 found.append(p)
         self._params = found
-        self._buffers = {}
-        self._plain = None
+        self._forget_buffers()
         self._state = {k: v for k, v in self._state.items() if k in seen}
         self._counts = {k: v for k, v in self._counts.items() if k in seen}
+
+    def _forget_buffers(self) -> None:
+        """Drop what steps looked up per parameter (rebound parameters, loaded state)."""
+        self._buffers = {}
+        self._plain = None
 
     # -- learning rate ------------------------------------------------------------------------
     @property
@@ -268,17 +272,18 @@ class Optimizer:
         unfrozen, and the optimiser's ``weight_decay`` and ``clip_norm`` are as they were; this
         checks exactly that (identity tests, nothing changed) and counts the step.
         """
-        plain = self._plain
+        if self._plain is None:
+            return None
+        version, default_decay, xp, records, keys = self._plain
         if (
-            plain is None
-            or plain[0] != trainable_version()
-            or plain[1] != self.weight_decay
+            version != trainable_version()
+            or default_decay != self.weight_decay
             or self.clip_norm is not None
         ):
             return None
         counts = self._counts
         updates = []
-        for p, value, multiplier, decay, state, tmp, key, lr_factor, decay_rate in plain[3]:
+        for p, value, multiplier, decay, state, tmp, key, lr_factor, decay_rate in records:
             grad = p.grad
             if (
                 grad is None
@@ -290,9 +295,9 @@ class Optimizer:
                 return None
             count = counts[key] + 1
             updates.append((value, grad, state, tmp, lr * lr_factor, decay_rate, count))
-        for key in plain[4]:  # counted only once every parameter has passed
+        for key in keys:  # counted only once every parameter has passed
             counts[key] += 1
-        return plain[2], updates
+        return xp, updates
 
     def _update_all(self, xp: ArrayNamespace, updates: list[tuple[Any, ...]]) -> None:
         """Apply :meth:`_update` to every ``(value, grad, state, tmp, lr, weight_decay,
@@ -434,8 +439,7 @@ class Optimizer:
             plan.append((p, slot, array))
         if problems:
             raise ValueError(f"{kind}.load_state_dict: " + "; ".join(problems))
-        self._buffers = {}
-        self._plain = None
+        self._forget_buffers()
         for p, slot, array in plan:
             xp = arraycore.namespace_of(p.value)
             if slot == "step":
@@ -483,8 +487,7 @@ class Optimizer:
         fresh._scratch = {}
         fresh._tmp = {}
         fresh._flat = {}
-        fresh._buffers = {}
-        fresh._plain = None
+        fresh._forget_buffers()
         fresh._namespace = None
         fresh.step_count = 0
         fresh.last_grad_norm = None
