@@ -293,19 +293,24 @@ def test_long_reductions_split_into_chunks(xp: Any) -> None:
 @pytest.mark.parametrize(
     ("dtype", "size"),
     [(d, "small") for d in ("float32", "float64", "int32")]
-    + [(d, "clblast") for d in ("float32", "float64")],
+    + [(d, engine) for d in ("float32", "float64") for engine in ("clblast", "arraycore")],
 )
-def test_batched_matmul_with_broadcasting_and_transposes(xp: Any, dtype: str, size: str) -> None:
-    """Small products run the plain kernel, big float ones CLBlast (gemm, gemmStridedBatched)."""
+def test_batched_matmul_with_broadcasting_and_transposes(
+    xp: Any, dtype: str, size: str, monkeypatch: Any
+) -> None:
+    """Small products run the plain kernel, big float ones CLBlast (gemm, gemmStridedBatched) or
+    arraycore's GEMM kernels, whichever the device runs (``ARRAYCORE_OPENCL_GEMM``)."""
     if dtype not in xp.__array_namespace_info__().dtypes():
         pytest.skip(f"the device has no {dtype}")
+    if size != "small":
+        monkeypatch.setattr(xp._backend.rt, "gemm_engine", size)
     rng = np.random.default_rng(1)
     m, k, n = (33, 17, 9) if size == "small" else (130, 97, 120)
     a = (rng.standard_normal((4, 1, m, k)) * 4).astype(dtype)
     b = (rng.standard_normal((3, k, n)) * 4).astype(dtype)
     w = (rng.standard_normal((n, k)) * 4).astype(dtype)
-    if size == "clblast":
-        assert m * n * k > _SMALL_GEMM  # every product below goes to CLBlast
+    if size != "small":
+        assert m * n * k > _SMALL_GEMM  # every product below goes to the GEMM
     else:
         assert 12 * m * n * k < _SMALL_GEMM
     rtol = 1e-4 if dtype == "float32" else 1e-10
@@ -453,6 +458,7 @@ def test_clblast_operands_are_light_views_of_the_buffers(xp: Any, light: bool, m
     from arraycore_opencl import _gemm
 
     monkeypatch.setattr(_gemm, "_LIGHT", [] if light else [False])
+    monkeypatch.setattr(xp._backend.rt, "gemm_engine", "clblast")
     x = xp.asarray(np.arange(12.0, dtype=np.float32).reshape(3, 4))
     view = _gemm.operand_view(cla, xp._backend.rt.queue, x._buf, x.dtype)
     assert isinstance(view, cla.Array) and view.base_data is x._buf

@@ -58,6 +58,9 @@ print(json.dumps({
 def _run(cache: Path, tune: str | None) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "ARRAYCORE_OPENCL_TUNE"}
     env["ARRAYCORE_CACHE_DIR"] = str(cache)
+    env["ARRAYCORE_OPENCL_GEMM"] = (
+        "clblast"  # the tuning is CLBlast's (CPU devices default to ours)
+    )
     if tune is not None:
         env["ARRAYCORE_OPENCL_TUNE"] = tune
     proc = subprocess.run(

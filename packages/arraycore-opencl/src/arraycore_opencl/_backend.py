@@ -105,6 +105,7 @@ class OpenCLBackend(Backend, OpenCLKernels):
                 parts.append(f"{dist} missing")
         lib = ctypes.util.find_library("clblast")
         parts.append(f"CLBlast {lib}" if lib else "CLBlast not found")
+        parts.append(_runtime.describe_gemm())
         parts.append(_gemm_tuning.describe())
         try:
             import pyopencl

@@ -1,5 +1,6 @@
-"""CLBlast GEMM for the OpenCL backend's ``matmul`` (floats, above ``_SMALL_GEMM``), with the
-kernel parameters :mod:`._gemm_tuning` chose for the shape."""
+"""The OpenCL backend's float GEMM (``matmul`` above ``_SMALL_GEMM``): arraycore's kernels
+(:mod:`._cpu_gemm`) where ``ARRAYCORE_OPENCL_GEMM`` says (CPU devices by default), else CLBlast
+with the kernel parameters :mod:`._gemm_tuning` chose for the shape."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from arraycore.backend import dtype_name
 
-from . import _runtime
+from . import _cpu_gemm, _runtime
 from ._array import OpenCLArray
 from ._gemm_tuning import shape_key
 
@@ -77,7 +78,11 @@ def gemm(
     n: int,
     k: int,
 ) -> None:
-    """``out = x1 @ x2`` with CLBlast: one GEMM when ``x2`` has no batch, else a strided batch."""
+    """``out = x1 @ x2``: arraycore's kernels where the device runs them (:mod:`._cpu_gemm`),
+    else CLBlast: one GEMM when ``x2`` has no batch, else a strided batch."""
+    if bk.rt.gemm_engine == "arraycore" and out.dtype in _cpu_gemm.DTYPES:
+        _cpu_gemm.gemm(bk, x1, x2, out, batch, m, n, k)
+        return
     import pyclblast
 
     cla = _runtime._cl().array
@@ -156,7 +161,6 @@ def _split_gemm(
     batch: slice ``p`` of A starts ``p * kc`` columns in, of B ``p * kc`` rows down), summed."""
     (a2, at, lda), (b2, bt, ldb) = a, b
     dt = out.dtype
-    q = bk.rt.queue
     kc = k // parts
     partial = bk._empty((parts, rows, n), dt)
     opts = dict(
@@ -164,12 +168,4 @@ def _split_gemm(
         a_stride=kc * lda if at else kc, b_stride=kc if bt else kc * ldb,
     )  # fmt: skip
     _strided_batch(bk, (rows, n, kc, parts), (a2, at), (b2, bt), partial, opts)
-    total = bk.reduce("sum", partial, (0,), False)  # contiguous (rows, n), as ``out`` is
-    _runtime._cl().enqueue_copy(
-        q,
-        out._buf,
-        total._buf,
-        dst_offset=out._offset * dt.itemsize,
-        src_offset=total._offset * dt.itemsize,
-        byte_count=rows * n * dt.itemsize,
-    )
+    _cpu_gemm.sum_slices(bk, partial, out)

@@ -28,6 +28,10 @@ CPU_PIECE = 256
 #: a device without double precision).
 ENV_NO_FP64 = "ARRAYCORE_OPENCL_NO_FP64"
 
+#: Environment variable choosing the float GEMM: ``clblast``, ``arraycore`` (:mod:`._cpu_gemm`)
+#: or unset/``auto``: arraycore's on CPU devices, CLBlast on the others.
+ENV_GEMM = "ARRAYCORE_OPENCL_GEMM"
+
 #: dtype -> name, faster than ``dtype.name`` (a Python property in NumPy) on every launch.
 DTYPE_NAME: dict[np.dtype, str] = {np.dtype(n): n for n in _codegen.CTYPES}
 
@@ -60,6 +64,24 @@ def scalar_arg_dtypes(source: str) -> dict[str, list[Any]]:
                 types.append(_SCALARS[words[0]])
         found[name] = types
     return found
+
+
+def gemm_engine(cpu: bool) -> str:
+    """The float GEMM :data:`ENV_GEMM` asks for on a CPU (``cpu``) or other device."""
+    value = os.environ.get(ENV_GEMM, "").strip().lower()
+    if value in ("", "auto"):
+        return "arraycore" if cpu else "clblast"
+    if value not in ("arraycore", "clblast"):
+        raise ValueError(f"{ENV_GEMM}={value!r}: expected 'arraycore', 'clblast' or 'auto'")
+    return value
+
+
+def describe_gemm() -> str:
+    """What ``arraycore info`` says about the float GEMM (:data:`ENV_GEMM`)."""
+    value = os.environ.get(ENV_GEMM, "").strip().lower() or "unset"
+    if value in ("unset", "auto"):
+        return f"GEMM: arraycore's kernels on CPU devices, CLBlast on others ({ENV_GEMM} {value})"
+    return f"GEMM: {value} on every device ({ENV_GEMM}={value})"
 
 
 def _cl() -> Any:
@@ -143,6 +165,10 @@ class DeviceRuntime:
         self._freed_uploads: collections.deque[int] = collections.deque()
         self._stats_lock = threading.Lock()
         self._gemm_tuner: Any = None
+        #: Which float GEMM ``matmul`` runs: ``"arraycore"`` or ``"clblast"`` (:data:`ENV_GEMM`).
+        self.gemm_engine = gemm_engine(self.pieces)
+        #: dtype -> (W, MR, DR, DS) of arraycore's GEMM kernels on this device (:mod:`._cpu_gemm`).
+        self.gemm_sizes: dict[str, tuple[int, int, int, int]] = {}
 
     def gemm_tuner(self) -> Any:
         """The device's :class:`~arraycore_opencl._gemm_tuning.GemmTuner` (made on first use)."""
@@ -189,10 +215,32 @@ class DeviceRuntime:
         key = (family, dtype, name)
         found = self._kernels.get(key)
         if found is None:
-            found = _cl().Kernel(self.program(family, dtype), name)
-            found.set_scalar_arg_dtypes(self._arg_dtypes[(family, dtype)][name])
+            found = self._make_kernel(self.program(family, dtype), (family, dtype), name)
             self._kernels[key] = found
         return found
+
+    def _make_kernel(self, program: Any, key: tuple[str, str], name: str) -> Any:
+        found = _cl().Kernel(program, name)
+        found.set_scalar_arg_dtypes(self._arg_dtypes[key][name])
+        return found
+
+    def gemm_kernel(self, dtype: str, name: str) -> tuple[Any, tuple[int, int, int, int]]:
+        """Kernel ``name`` of arraycore's GEMM program for ``dtype`` (:mod:`._cpu_gemm`), with
+        the program's ``(W, MR, DR, DS)`` sizes for this device."""
+        key = ("gemm", dtype, name)
+        found = self._kernels.get(key)
+        if found is None:
+            from . import _cpu_gemm
+
+            sizes = self.gemm_sizes[dtype] = _cpu_gemm.shape_for(self.cl_device, dtype)
+            program = self._program(("gemm", dtype), lambda: _cpu_gemm.source(dtype, *sizes))
+            found = self._kernels[key] = self._make_kernel(program, ("gemm", dtype), name)
+        return found, self.gemm_sizes[dtype]
+
+    def launch_tiles(self, kernel: Any, tiles: tuple[int, int], *args: Any) -> None:
+        """Run ``kernel`` over a ``tiles`` grid of work-groups of one work-item each."""
+        with self._launch_lock:
+            kernel(self.queue, tiles, (1, 1), *args)
 
     def launch(self, kernel: Any, n: int, *args: Any) -> None:
         """Run ``kernel`` over ``n`` work-items (rounded up to whole work-groups)."""

@@ -1,0 +1,178 @@
+"""arraycore's GEMM kernels for CPU devices (``_cpu_gemm``) against NumPy in float64: every
+layout the kernels read (rows or columns contiguous, offsets, leading dimensions wider than the
+matrix), edge tiles of every size, ``k`` shorter and longer than a vector and than a packed
+block, batches with broadcast and non-collapsible batch axes, the split of a long ``k``; and the
+choice between them and CLBlast (``ARRAYCORE_OPENCL_GEMM``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from arraycore_opencl import _cpu_gemm
+
+# ``xp`` (the first OpenCL device, or a skip) comes from conftest.py
+
+
+@pytest.fixture
+def own(xp: Any, monkeypatch: Any) -> Any:
+    """``xp`` with arraycore's kernels running every float product above the small-product
+    threshold, and a count of their launches by kernel name."""
+    from arraycore_opencl import _backend
+
+    rt = xp._backend.rt
+    monkeypatch.setattr(rt, "gemm_engine", "arraycore")
+    monkeypatch.setattr(_backend, "_SMALL_GEMM", 0)
+    launches: list[str] = []
+    real = rt.launch_tiles
+
+    def counted(kernel: Any, tiles: Any, *args: Any) -> None:
+        launches.append(kernel.function_name)
+        real(kernel, tiles, *args)
+
+    monkeypatch.setattr(rt, "launch_tiles", counted)
+    xp.gemm_launches = launches
+    return xp
+
+
+def _dtypes(xp: Any) -> list[str]:
+    return [d for d in ("float32", "float64") if d in xp.__array_namespace_info__().dtypes()]
+
+
+def _check(got: Any, want: np.ndarray, dtype: str, k: int) -> None:
+    rtol = (2e-6 if dtype == "float32" else 1e-14) * max(1.0, np.sqrt(k))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * np.abs(want).max())
+
+
+def _stored(xp: Any, a: np.ndarray, transposed: bool, pad: int) -> Any:
+    """``a`` on the device as a view: its transpose stored (if ``transposed``), in a buffer
+    ``pad`` columns wider than it, starting one row and column in (an offset)."""
+    host = np.ascontiguousarray(a.T) if transposed else a
+    rows, cols = host.shape
+    wide = np.zeros((rows + 1, cols + 1 + pad), dtype=a.dtype)
+    wide[1:, 1 : cols + 1] = host
+    view = xp.asarray(wide)[1:, 1 : cols + 1]
+    return xp.permute_dims(view, (1, 0)) if transposed else view
+
+
+@pytest.mark.parametrize("layout", ["nn", "tn", "nt", "tt"])
+def test_every_edge_tile_and_layout_matches_numpy(own: Any, layout: str) -> None:
+    """m and n running through every remainder of the kernels' tiles, k through the vector and
+    packed-block boundaries; operands as offset views with wider rows, either transposed."""
+    xp = own
+    rng = np.random.default_rng(11)
+    _, (w, mr, dr, ds) = xp._backend.rt.gemm_kernel("float32", "gemm_nn")
+    ms = sorted({1, mr - 1, mr + 1, 2 * mr + 3, 4 * dr + 1, 37})
+    ns = sorted({1, ds + 1, w - 1, w + 1, 2 * w, 2 * w + 5, 70})
+    ks = [1, w - 1, w + 3, _cpu_gemm.KC + 5]
+    for dtype in _dtypes(xp):
+        for m in ms:
+            for n in ns:
+                for k in ks:
+                    a = rng.standard_normal((m, k))
+                    b = rng.standard_normal((k, n))
+                    x = _stored(xp, a.astype(dtype), layout[0] == "t", pad=3)
+                    y = _stored(xp, b.astype(dtype), layout[1] == "t", pad=5)
+                    got = xp.to_numpy(x @ y)
+                    _check(got, a.astype(dtype).astype(np.float64) @ b.astype(dtype), dtype, k)
+    # (a single row or step of k reads as either layout: those may take another kernel)
+    kernel = "gemm_nt" if layout[1] == "t" else "gemm_tn" if layout == "tn" else "gemm_nn"
+    assert xp.gemm_launches.count(kernel) > len(xp.gemm_launches) // 2
+
+
+def test_batches_broadcast_and_share_operands(own: Any) -> None:
+    """A batch is one launch with a stride per operand: 0 for an operand every product shares,
+    one stride for batch axes that collapse; axes that do not collapse are copied first."""
+    xp = own
+    rng = np.random.default_rng(12)
+    for dtype in _dtypes(xp):
+        a = rng.standard_normal((4, 1, 70, 50)).astype(dtype)
+        b = rng.standard_normal((3, 50, 90)).astype(dtype)
+        w = rng.standard_normal((90, 50)).astype(dtype)
+        x, y, v = xp.asarray(a), xp.asarray(b), xp.asarray(w)
+        _check(xp.to_numpy(x @ y), a.astype(np.float64) @ b, dtype, 50)
+        _check(xp.to_numpy(x @ v.T), a.astype(np.float64) @ w.T, dtype, 50)
+        # batch axes (2, 3) of a (3, 2) layout do not collapse into one stride
+        c = rng.standard_normal((3, 2, 40, 60)).astype(dtype)
+        z = xp.permute_dims(xp.asarray(c), (1, 0, 2, 3))
+        d = rng.standard_normal((2, 3, 60, 30)).astype(dtype)
+        want = np.transpose(c, (1, 0, 2, 3)).astype(np.float64) @ d
+        _check(xp.to_numpy(z @ xp.asarray(d)), want, dtype, 60)
+    assert xp.gemm_launches and set(xp.gemm_launches) <= {"gemm_nn", "gemm_nt"}
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_long_k_with_few_columns_runs_in_slices(
+    own: Any, transposed: bool, monkeypatch: Any
+) -> None:
+    """A filter gradient's shape (few rows and columns, a long k) runs as slices of k in one
+    launch, summed: the same values."""
+    xp = own
+    m, n, k = 16, 40, 32768
+    assert _cpu_gemm._split(-(-n // 32), -(-m // 8), k, 8) > 1
+    sums: list[Any] = []
+    real = _cpu_gemm.sum_slices
+    monkeypatch.setattr(
+        _cpu_gemm, "sum_slices", lambda bk, p, o: sums.append(p.shape) or real(bk, p, o)
+    )
+    rng = np.random.default_rng(13)
+    for dtype in _dtypes(xp):
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        sums.clear()
+        got = xp.to_numpy(_stored(xp, a, transposed, pad=0) @ xp.asarray(b))
+        assert len(sums) == 1 and sums[0][1:] == (m, n) and sums[0][0] > 1
+        _check(got, a.astype(np.float64) @ b, dtype, k)
+
+
+def _engine(value: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ARRAYCORE_OPENCL_GEMM"}
+    if value is not None:
+        env["ARRAYCORE_OPENCL_GEMM"] = value
+    script = (
+        "import arraycore, numpy as np\n"
+        "xp = arraycore.namespace('opencl', device=0)\n"
+        "rt = xp._backend.rt\n"
+        "a = xp.asarray(np.ones((200, 300), np.float32))\n"
+        "print(rt.gemm_engine, 'cpu' if rt.pieces else 'other', float(xp.sum(a @ a.T)))\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+@pytest.mark.parametrize("value", [None, "auto", "clblast", "arraycore", "CLBlast"])
+def test_the_environment_chooses_the_gemm(xp: Any, value: str | None) -> None:
+    """Unset or ``auto``: arraycore's kernels on CPU devices, CLBlast on others; ``clblast`` and
+    ``arraycore`` (any case) force one; both give the product."""
+    proc = _engine(value)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    engine, kind, total = proc.stdout.split()
+    if value in (None, "auto"):
+        assert engine == ("arraycore" if kind == "cpu" else "clblast")
+    else:
+        assert engine == value.lower()
+    assert float(total) == 200 * 200 * 300
+
+
+def test_a_wrong_gemm_choice_names_the_variable(xp: Any) -> None:
+    proc = _engine("cublas")
+    assert proc.returncode != 0
+    assert "ARRAYCORE_OPENCL_GEMM='cublas'" in proc.stderr
+    assert "'arraycore', 'clblast' or 'auto'" in proc.stderr
+
+
+def test_info_names_the_gemm(monkeypatch: Any) -> None:
+    from arraycore_opencl import OpenCLBackend
+
+    monkeypatch.delenv("ARRAYCORE_OPENCL_GEMM", raising=False)
+    assert "GEMM: arraycore's kernels on CPU devices, CLBlast on others" in OpenCLBackend.version()
+    monkeypatch.setenv("ARRAYCORE_OPENCL_GEMM", "clblast")
+    assert (
+        "GEMM: clblast on every device (ARRAYCORE_OPENCL_GEMM=clblast)" in OpenCLBackend.version()
+    )
