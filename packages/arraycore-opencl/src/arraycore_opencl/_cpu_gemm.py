@@ -218,7 +218,7 @@ def _hsum(t: str, w: int) -> str:
     return "\n".join(lines)
 
 
-def _operand(x: OpenCLArray, rows: int, cols: int) -> tuple[bool, int] | None:
+def layout(x: OpenCLArray, rows: int, cols: int) -> tuple[bool, int] | None:
     """(transposed, leading dimension) of a strided 2-D layout, or None if neither axis is
     contiguous."""
     rs, cs = x.strides[-2:]
@@ -264,7 +264,7 @@ def gemm(
     nb = math.prod(batch)
     a = bk.broadcast_to(x1, (*batch, m, k))
     b = bk.broadcast_to(x2, (*batch, k, n))
-    a_lay, b_lay = _operand(a, m, k), _operand(b, k, n)
+    a_lay, b_lay = layout(a, m, k), layout(b, k, n)
     a_bs, b_bs = _batch_stride(a, batch), _batch_stride(b, batch)
     if a_lay is None or a_bs is None or (a_lay[0] and b_lay is not None and b_lay[0]):
         a = bk._contiguous(a)

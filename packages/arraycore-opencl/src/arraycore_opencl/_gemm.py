@@ -58,14 +58,10 @@ def operand_view(cla: Any, queue: Any, buf: Any, dtype: Any) -> Any:
 
 def gemm_operand(bk: OpenCLBackend, x: OpenCLArray) -> tuple[OpenCLArray, bool, int]:
     """(array, transposed, leading dimension) of a 2-D operand, copying only if needed."""
-    rows, cols = x.shape
-    rs, cs = x.strides
-    if (cs == 1 or cols == 1) and rs >= max(cols, 1):
-        return x, False, rs
-    if (rs == 1 or rows == 1) and cs >= max(rows, 1):
-        return x, True, cs
-    c = bk.astype(x, x.dtype)
-    return c, False, max(cols, 1)
+    found = _cpu_gemm.layout(x, *x.shape)
+    if found is not None:
+        return x, *found
+    return bk.astype(x, x.dtype), False, max(x.shape[1], 1)
 
 
 def gemm(
