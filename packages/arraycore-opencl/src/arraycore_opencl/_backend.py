@@ -63,6 +63,8 @@ class OpenCLBackend(Backend, OpenCLKernels):
         table = {(tp, td): dev for tp, td, _plat, dev in _runtime.device_table()}
         self.rt: DeviceRuntime = _runtime.runtime(p, d, table[(p, d)])
         self._supported = frozenset(np.dtype(n) for n in self.rt.dtypes)
+        #: element-wise launch layouts by operand shapes and strides (:meth:`_layout`)
+        self._layouts: dict[tuple[Any, ...], tuple[Any, Any, Any]] = {}
 
     # -- discovery -------------------------------------------------------------------------------
     @classmethod
@@ -182,25 +184,34 @@ class OpenCLBackend(Backend, OpenCLKernels):
         self, family: str, dtype: str, name: str, out: OpenCLArray, *inputs: OpenCLArray
     ) -> OpenCLArray:
         """Run a strided element-wise kernel: ``out`` from ``inputs`` broadcast to its shape."""
+        key = (out._shape, out._strides, *((x._shape, x._strides) for x in inputs))
+        found = self._layouts.get(key)
+        if found is None:
+            found = self._layouts[key] = self._layout(out, inputs)
+        items, ndim, meta = found
+        if items == 0:
+            return out
+        args: list[Any] = [items, ndim, meta, out._buf, np.int64(out._offset)]
+        for x in inputs:
+            args += [x._buf, np.int64(x._offset)]
+        self.rt.launch(self.rt.kernel(family, dtype, name), items, *args)
+        return out
+
+    def _layout(self, out: OpenCLArray, inputs: tuple[OpenCLArray, ...]) -> tuple[Any, Any, Any]:
+        """(work-items, dimensions, shape/strides buffer) of an element-wise launch writing
+        ``out`` from ``inputs`` (axes merged where every operand allows); :meth:`_elementwise`
+        keeps them per layout, as a training step repeats the same few."""
         n = math.prod(out.shape)
         if n == 0:
-            return out
+            return np.int64(0), np.int32(0), None
         strides = [out.strides] + [_broadcast_strides(x, out.shape) for x in inputs]
         shape, strides = _collapse(out.shape, strides)
         piece = self.rt.piece
         meta = self.rt.meta(shape + tuple(v for st in strides for v in st) + (piece,))
         items = n // shape[-1] * -(-shape[-1] // piece) if self.rt.pieces else n
-        args: list[Any] = [
-            np.int64(items),
-            np.int32(len(shape)),
-            meta,
-            out._buf,
-            np.int64(out._offset),
-        ]
-        for x in inputs:
-            args += [x._buf, np.int64(x._offset)]
-        self.rt.launch(self.rt.kernel(family, dtype, name), items, *args)
-        return out
+        if len(self._layouts) > 4096:
+            self._layouts.clear()
+        return np.int64(items), np.int32(len(shape)), meta
 
     def _contiguous(self, x: OpenCLArray) -> OpenCLArray:
         return x if x.is_contiguous else self.astype(x, x.dtype)
@@ -255,7 +266,9 @@ class OpenCLBackend(Backend, OpenCLKernels):
     def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> OpenCLArray:
         """Element-wise ``op`` with broadcasting over strided inputs."""
         if out is None:
-            shape = tuple(np.broadcast_shapes(x1.shape, x2.shape))
+            shape = (
+                x1.shape if x1.shape == x2.shape else tuple(np.broadcast_shapes(x1.shape, x2.shape))
+            )
             boolean = op.startswith("logical") or op in (
                 "equal",
                 "not_equal",

@@ -8,18 +8,16 @@ micro-kernels are: a work-group of one work-item computes register tiles of the 
 whole ``k``, its accumulators named variables (an array would stay in memory under PoCL), with
 vector loads of ``W`` consecutive items where the operand has them:
 
-* ``gemm_nn`` and ``gemm_tn`` (rows of ``B`` contiguous): a work-item owns two vectors' worth of
-  columns (a panel) and a block of ``mb`` rows. For each ``KC`` steps of ``k`` it packs its
-  panel of ``B`` into local memory (consecutive, so a power-of-two row stride, as a
-  convolution's columns have, cannot map every row to the same cache sets), then runs each
-  ``MR``-row tile of its block over them: two vector loads from the panel and ``MR`` items of
-  ``A`` broadcast (from ``MR`` rows of ``A``, or ``MR`` consecutive items of a column of a
-  transposed ``A``) for ``2 * MR`` vector FMAs per step, the tile's sums carried in ``C``
-  between blocks of ``k``. Blocks of rows are as tall as leaves at least ``_ITEMS_PER_UNIT``
-  work-items per compute unit.
-* ``gemm_nt`` (``B`` transposed in memory: a column of ``B`` is contiguous, as a row of ``A``
-  is): a work-item computes ``DR x DS`` dot products, each a vector of ``k`` at a time, summed
-  across the vector at the end.
+* ``gemm_nn``, ``gemm_tn``, ``gemm_nt``, ``gemm_tt`` (``A``, then ``B``, stored transposed or
+  not): a work-item owns two vectors' worth of columns (a panel) and a block of ``mb`` rows.
+  For each ``KC`` steps of ``k`` it packs its panel of ``B`` into local memory, consecutive
+  whatever ``B``'s layout (rows of ``B`` copied as vectors; a transposed ``B``'s rows copied
+  into the panel's columns), so that a power-of-two row stride, as a convolution's columns
+  have, cannot map every row to the same cache sets. Then it runs each ``MR``-row tile of its
+  block over them: two vector loads from the panel and ``MR`` items of ``A`` broadcast (from
+  ``MR`` rows of ``A``, or ``MR`` consecutive items of a column of a transposed ``A``) for ``2 *
+  MR`` vector FMAs per step, the tile's sums carried in ``C`` between blocks of ``k``. Blocks of
+  rows are as tall as leaves at least ``_ITEMS_PER_UNIT`` work-items per compute unit.
 
 Edge tiles read clamped rows and masked columns and store only what is inside the output. A
 batch of products is the second dimension of the launch, with a stride per operand (0 for one
@@ -51,31 +49,26 @@ KC = 128
 _ITEMS_PER_UNIT = 4
 
 
-def shape_for(device: Any, dtype: str) -> tuple[int, int, int, int]:
-    """``(W, MR, DR, DS)`` for ``dtype`` on ``device``: the vector width (the device's native
-    width, 4 to 16 items) and the tile sizes its vector registers hold (32 of 64 bytes with
-    AVX-512; 16 of 32 bytes with AVX2)."""
+def shape_for(device: Any, dtype: str) -> tuple[int, int]:
+    """``(W, MR)`` for ``dtype`` on ``device``: the vector width (the device's native width, 4
+    to 16 items) and the rows of a register tile (its ``2 * MR`` accumulators, two loaded
+    vectors and a broadcast fit 32 registers of 64 bytes with AVX-512, 16 of 32 bytes with
+    AVX2)."""
     native = (
         device.native_vector_width_double
         if dtype == "float64"
         else device.native_vector_width_float
     )
     width = 16 if native >= 16 else 8 if native >= 8 else 4
-    wide = width * np.dtype(dtype).itemsize >= 64
-    return width, (8 if wide else 4), 4, (4 if wide else 2)
+    return width, (8 if width * np.dtype(dtype).itemsize >= 64 else 4)
 
 
-def source(dtype: str, width: int, mr: int, dr: int, ds: int) -> str:
-    """OpenCL C of the three kernels for ``dtype``."""
+def source(dtype: str, width: int, mr: int) -> str:
+    """OpenCL C of the four kernels for ``dtype`` (``gemm_nn``, ``gemm_tn``, ``gemm_nt``,
+    ``gemm_tt``: ``A`` then ``B`` transposed in memory or not)."""
     t = _CTYPE[dtype]
     v = f"{t}{width}"
     w = width
-    params = (
-        "const long M, const long N, const long K,"
-        f" __global const {t} *A, const long a_off, const long lda, const long a_bs,"
-        f" __global const {t} *B, const long b_off, const long ldb, const long b_bs,"
-        f" __global {t} *C, const long c_off, const long ldc, const long c_bs"
-    )
     fp64 = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if dtype == "float64" else ""
     helpers = f"""{fp64}
 /* W items from p, those at or past rem read as zero */
@@ -91,65 +84,81 @@ inline void store_part(__global {t} *p, const {v} x, const long rem) {{
     vstore{w}(x, 0, tmp);
     for (int l = 0; l < rem; l++) p[l] = tmp[l];
 }}
-inline {t} hsum(const {v} x) {{
-{_hsum(t, w)}
-}}
 """
-    rows = range(mr)
-    decl = "\n".join(f"    {v} c{r}0, c{r}1;" for r in rows)
+    return helpers + "".join(
+        _kernel(t, w, mr, at, bt) for at in (False, True) for bt in (False, True)
+    )
 
-    def outer(transposed_a: bool) -> str:
-        if transposed_a:  # A stored (K, M): MR consecutive items of column p
-            arow = "\n".join(f"            const long q{r} = min(i0 + {r}, M - 1);" for r in rows)
-            a_at = "A[(kc + p) * lda + q{r}]"
-        else:
-            arow = "\n".join(
-                f"            const __global {t} *a{r} = A + min(i0 + {r}, M - 1) * lda + kc;"
-                for r in rows
-            )
-            a_at = "a{r}[p]"
-        fmas = "\n".join(
-            f"                {{ const {v} a = ({v})({a_at.format(r=r)});"
-            f" c{r}0 = fma(a, b0, c{r}0); c{r}1 = fma(a, b1, c{r}1); }}"
+
+def _kernel(t: str, w: int, mr: int, at: bool, bt: bool) -> str:
+    """One kernel: ``A`` (``at``: stored (K, M)) times ``B`` (``bt``: stored (N, K))."""
+    v, nr, rows = f"{t}{w}", 2 * w, range(mr)
+    if at:  # MR consecutive items of column p
+        arow = "\n".join(f"            const long q{r} = min(i0 + {r}, M - 1);" for r in rows)
+        a_at = "A[(kc + p) * lda + q{r}]"
+    else:
+        arow = "\n".join(
+            f"            const __global {t} *a{r} = A + min(i0 + {r}, M - 1) * lda + kc;"
             for r in rows
         )
-        load = "\n".join(
-            f"                const __global {t} *o{r} = C + min(i0 + {r}, M - 1) * ldc + j0;\n"
-            f"                c{r}0 = load_tail(o{r}, cols); c{r}1 = load_tail(o{r} + {w}, cols - {w});"
-            for r in rows
-        )
-        zero = "\n".join(f"                c{r}0 = ({v})(0); c{r}1 = ({v})(0);" for r in rows)
-        stores = "\n".join(
-            f"            if (i0 + {r} < M) {{ store_part(C + (i0 + {r}) * ldc + j0, c{r}0, cols);"
-            f" if (cols > {w}) store_part(C + (i0 + {r}) * ldc + j0 + {w}, c{r}1, cols - {w}); }}"
-            for r in rows
-        )
-        name = "gemm_tn" if transposed_a else "gemm_nn"
-        return f"""
-__kernel void {name}({params}, const long mb) {{
-    __local {t} panel[{KC * 2 * w}];
+        a_at = "a{r}[p]"
+    if bt:  # each column of the panel is kn consecutive items of a row of B
+        pack = f"""        for (long j = 0; j < {nr}; j++) {{
+            const __global {t} *bj = B + (j0 + min(j, cols - 1)) * ldb + kc;
+            for (long p = 0; p < kn; p++) panel[p * {nr} + j] = j < cols ? bj[p] : ({t})0;
+        }}"""
+    else:  # each row of the panel is 2W consecutive items of a row of B
+        pack = f"""        if (cols == {nr}) {{
+            for (long p = 0; p < kn; p++) {{
+                const __global {t} *bp = B + (kc + p) * ldb + j0;
+                vstore{w}(vload{w}(0, bp), 0, panel + p * {nr});
+                vstore{w}(vload{w}(1, bp), 1, panel + p * {nr});
+            }}
+        }} else {{
+            for (long p = 0; p < kn; p++) {{
+                const __global {t} *bp = B + (kc + p) * ldb + j0;
+                vstore{w}(load_tail(bp, cols), 0, panel + p * {nr});
+                vstore{w}(load_tail(bp + {w}, cols - {w}), 1, panel + p * {nr});
+            }}
+        }}"""
+    fmas = "\n".join(
+        f"                {{ const {v} a = ({v})({a_at.format(r=r)});"
+        f" c{r}0 = fma(a, b0, c{r}0); c{r}1 = fma(a, b1, c{r}1); }}"
+        for r in rows
+    )
+    load = "\n".join(
+        f"                const __global {t} *o{r} = C + min(i0 + {r}, M - 1) * ldc + j0;\n"
+        f"                c{r}0 = load_tail(o{r}, cols); c{r}1 = load_tail(o{r} + {w}, cols - {w});"
+        for r in rows
+    )
+    zero = "\n".join(f"                c{r}0 = ({v})(0); c{r}1 = ({v})(0);" for r in rows)
+    stores = "\n".join(
+        f"            if (i0 + {r} < M) {{ store_part(C + (i0 + {r}) * ldc + j0, c{r}0, cols);"
+        f" if (cols > {w}) store_part(C + (i0 + {r}) * ldc + j0 + {w}, c{r}1, cols - {w}); }}"
+        for r in rows
+    )
+    decl = "\n".join(f"    {v} c{r}0, c{r}1;" for r in rows)
+    name = "gemm_" + ("t" if at else "n") + ("t" if bt else "n")
+    return f"""
+__kernel void {name}(__global const {t} *A, __global const {t} *B, __global {t} *C,
+                     __global const long *meta) {{
+    /* the sizes, offsets, leading dimensions and batch strides (one cached buffer: a launch
+       with four arguments costs PoCL and pyopencl a third of one with sixteen) */
+    const long M = meta[0], N = meta[1], K = meta[2], mb = meta[12];
+    const long a_off = meta[3], lda = meta[4], a_bs = meta[5];
+    const long b_off = meta[6], ldb = meta[7], b_bs = meta[8];
+    const long c_off = meta[9], ldc = meta[10], c_bs = meta[11];
+    __local {t} panel[{KC * nr}];
     const long blocks_m = (M + mb - 1) / mb;
     const long t = get_global_id(0), z = get_global_id(1);
-    const long i_lo = (t % blocks_m) * mb, j0 = (t / blocks_m) * {2 * w};
-    const long i_hi = min(M, i_lo + mb), cols = min((long){2 * w}, N - j0);
+    const long i_lo = (t % blocks_m) * mb, j0 = (t / blocks_m) * {nr};
+    const long i_hi = min(M, i_lo + mb), cols = min((long){nr}, N - j0);
     A += a_off + z * a_bs; B += b_off + z * b_bs; C += c_off + z * c_bs;
 {decl}
     for (long kc = 0; kc < K; kc += {KC}) {{
         const long kn = min((long){KC}, K - kc);
         /* this work-item's columns of B for the next KC steps of k, packed */
-        if (cols == {2 * w}) {{
-            for (long p = 0; p < kn; p++) {{
-                const __global {t} *bp = B + (kc + p) * ldb + j0;
-                vstore{w}(vload{w}(0, bp), 0, panel + p * {2 * w});
-                vstore{w}(vload{w}(1, bp), 1, panel + p * {2 * w});
-            }}
-        }} else {{
-            for (long p = 0; p < kn; p++) {{
-                const __global {t} *bp = B + (kc + p) * ldb + j0;
-                vstore{w}(load_tail(bp, cols), 0, panel + p * {2 * w});
-                vstore{w}(load_tail(bp + {w}, cols - {w}), 1, panel + p * {2 * w});
-            }}
-        }}
+{pack}
         for (long i0 = i_lo; i0 < i_hi; i0 += {mr}) {{
 {arow}
             if (kc == 0) {{
@@ -158,7 +167,7 @@ __kernel void {name}({params}, const long mb) {{
 {load}
             }}
             for (long p = 0; p < kn; p++) {{
-                const {v} b0 = vload{w}(0, panel + p * {2 * w}), b1 = vload{w}(1, panel + p * {2 * w});
+                const {v} b0 = vload{w}(0, panel + p * {nr}), b1 = vload{w}(1, panel + p * {nr});
 {fmas}
             }}
 {stores}
@@ -166,56 +175,6 @@ __kernel void {name}({params}, const long mb) {{
     }}
 }}
 """
-
-    pairs = [(r, s) for r in range(dr) for s in range(ds)]
-    nt_rows = "\n".join(
-        f"    const __global {t} *a{r} = A + min(i0 + {r}, M - 1) * lda;" for r in range(dr)
-    )
-    nt_cols = "\n".join(
-        f"    const __global {t} *b{s} = B + min(j0 + {s}, N - 1) * ldb;" for s in range(ds)
-    )
-    nt_decl = "\n".join(f"    {v} d{r}{s} = ({v})(0);" for r, s in pairs)
-
-    def nt_step(load: str) -> str:
-        la = "\n".join(f"        const {v} x{r} = {load.format(p=f'a{r}')};" for r in range(dr))
-        lb = "\n".join(f"        const {v} y{s} = {load.format(p=f'b{s}')};" for s in range(ds))
-        f = "\n".join(f"        d{r}{s} = fma(x{r}, y{s}, d{r}{s});" for r, s in pairs)
-        return f"{la}\n{lb}\n{f}"
-
-    nt_store = "\n".join(
-        f"    if (i0 + {r} < M && j0 + {s} < N) C[(i0 + {r}) * ldc + j0 + {s}] = hsum(d{r}{s});"
-        for r, s in pairs
-    )
-    nt = f"""
-__kernel void gemm_nt({params}) {{
-    const long tiles_m = (M + {dr - 1}) / {dr};
-    const long t = get_global_id(0), z = get_global_id(1);
-    const long i0 = (t % tiles_m) * {dr}, j0 = (t / tiles_m) * {ds};
-    A += a_off + z * a_bs; B += b_off + z * b_bs; C += c_off + z * c_bs;
-{nt_rows}
-{nt_cols}
-{nt_decl}
-    long p = 0;
-    for (; p + {w} <= K; p += {w}) {{
-{nt_step(f"vload{w}(0, {{p}} + p)")}
-    }}
-    if (p < K) {{
-{nt_step("load_tail({p} + p, K - p)")}
-    }}
-{nt_store}
-}}
-"""
-    return helpers + outer(False) + outer(True) + nt
-
-
-def _hsum(t: str, w: int) -> str:
-    lines, width, name = [], w, "x"
-    while width > 2:
-        half = width // 2
-        lines.append(f"    const {t}{half} s{half} = {name}.lo + {name}.hi;")
-        width, name = half, f"s{half}"
-    lines.append(f"    return {name}.x + {name}.y;")
-    return "\n".join(lines)
 
 
 def layout(x: OpenCLArray, rows: int, cols: int) -> tuple[bool, int] | None:
@@ -256,8 +215,8 @@ def gemm(
 ) -> None:
     """``out = x1 @ x2`` (``out`` contiguous, of shape ``batch + (m, n)``) with the kernels
     above: one launch, whatever the operands' transposes, offsets and batch strides; an operand
-    whose layout the kernels cannot read (neither axis contiguous, batch axes that do not
-    collapse, both operands transposed) is copied first."""
+    whose layout the kernels cannot read (neither axis contiguous, or batch axes that do not
+    collapse into one stride) is copied first."""
     rt = bk.rt
     dt = out.dtype
     name = "float64" if dt == np.float64 else "float32"
@@ -266,26 +225,14 @@ def gemm(
     b = bk.broadcast_to(x2, (*batch, k, n))
     a_lay, b_lay = layout(a, m, k), layout(b, k, n)
     a_bs, b_bs = _batch_stride(a, batch), _batch_stride(b, batch)
-    if a_lay is None or a_bs is None or (a_lay[0] and b_lay is not None and b_lay[0]):
+    if a_lay is None or a_bs is None:
         a = bk._contiguous(a)
         a_lay, a_bs = (False, k), m * k
     if b_lay is None or b_bs is None:
         b = bk._contiguous(b)
         b_lay, b_bs = (False, n), k * n
     (at, lda), (bt, ldb) = a_lay, b_lay
-    kernel, (w, mr, dr, ds) = rt.gemm_kernel(
-        name, "gemm_nt" if bt else "gemm_tn" if at else "gemm_nn"
-    )
-    i64 = np.int64
-    args = (
-        i64(m), i64(n), i64(k),
-        a._buf, i64(a._offset), i64(lda), i64(a_bs),
-        b._buf, i64(b._offset), i64(ldb), i64(b_bs),
-        out._buf, i64(out._offset), i64(n), i64(m * n),
-    )  # fmt: skip
-    if bt:
-        rt.launch_tiles(kernel, (-(-m // dr) * -(-n // ds), nb), *args)
-        return
+    kernel, (w, mr) = rt.gemm_kernel(name, "gemm_" + ("t" if at else "n") + ("t" if bt else "n"))
     panels, tiles_m = -(-n // (2 * w)), -(-m // mr)
     want = _ITEMS_PER_UNIT * rt.cl_device.max_compute_units
     parts = _split(panels, tiles_m, k, want) if nb == 1 else 1
@@ -294,18 +241,21 @@ def gemm(
         # work-item per panel with every row, into partial products summed after.
         ks = k // parts
         partial = bk._empty((parts, m, n), out.dtype)
-        split = (
-            i64(m), i64(n), i64(ks),
-            a._buf, i64(a._offset), i64(lda), i64(ks * (lda if at else 1)),
-            b._buf, i64(b._offset), i64(ldb), i64(ks * ldb),
-            partial._buf, i64(partial._offset), i64(n), i64(m * n),
+        meta = (
+            m, n, ks,
+            a._offset, lda, ks * (lda if at else 1),
+            b._offset, ldb, ks * (1 if bt else ldb),
+            partial._offset, n, m * n, mr * tiles_m,
         )  # fmt: skip
-        rt.launch_tiles(kernel, (panels, parts), *split, i64(mr * tiles_m))
+        rt.launch_tiles(kernel, (panels, parts), a._buf, b._buf, partial._buf, rt.meta(meta))
         sum_slices(bk, partial, out)
         return
     blocks = min(tiles_m, -(-want // (panels * nb)))
     mb = mr * -(-tiles_m // blocks)
-    rt.launch_tiles(kernel, (-(-m // mb) * panels, nb), *args, i64(mb))
+    meta = (
+        m, n, k, a._offset, lda, a_bs, b._offset, ldb, b_bs, out._offset, n, m * n, mb
+    )  # fmt: skip
+    rt.launch_tiles(kernel, (-(-m // mb) * panels, nb), a._buf, b._buf, out._buf, rt.meta(meta))
 
 
 def sum_slices(bk: OpenCLBackend, partial: OpenCLArray, out: OpenCLArray) -> None:

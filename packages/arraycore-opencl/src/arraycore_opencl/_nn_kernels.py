@@ -10,6 +10,7 @@ import numpy as np
 from arraycore.kernel_host import KernelHost
 from arraycore.nn_shapes import Window2d
 
+from . import _cpu_gemm
 from ._array import OpenCLArray
 from ._runtime import DTYPE_NAME as _NAME
 
@@ -77,6 +78,11 @@ class OpenCLKernels(KernelHost):
 
     #: this backend's own im2col/col2im/max-pool kernels exist for every float dtype
     hook_dtypes = ("float16", "float32", "float64")
+
+    def matmul_reads_batch_strides(self, dtype: Any) -> bool:
+        """True where arraycore's GEMM kernels run the product (:mod:`._cpu_gemm`): they read a
+        batch of strided views in place; CLBlast's batches are copied first."""
+        return self.rt.gemm_engine == "arraycore" and np.dtype(dtype) in _cpu_gemm.DTYPES
 
     def im2col(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place

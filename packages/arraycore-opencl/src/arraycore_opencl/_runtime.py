@@ -167,8 +167,8 @@ class DeviceRuntime:
         self._gemm_tuner: Any = None
         #: Which float GEMM ``matmul`` runs: ``"arraycore"`` or ``"clblast"`` (:data:`ENV_GEMM`).
         self.gemm_engine = gemm_engine(self.pieces)
-        #: dtype -> (W, MR, DR, DS) of arraycore's GEMM kernels on this device (:mod:`._cpu_gemm`).
-        self.gemm_sizes: dict[str, tuple[int, int, int, int]] = {}
+        #: dtype -> (W, MR) of arraycore's GEMM kernels on this device (:mod:`._cpu_gemm`).
+        self.gemm_sizes: dict[str, tuple[int, int]] = {}
 
     def gemm_tuner(self) -> Any:
         """The device's :class:`~arraycore_opencl._gemm_tuning.GemmTuner` (made on first use)."""
@@ -224,9 +224,9 @@ class DeviceRuntime:
         found.set_scalar_arg_dtypes(self._arg_dtypes[key][name])
         return found
 
-    def gemm_kernel(self, dtype: str, name: str) -> tuple[Any, tuple[int, int, int, int]]:
+    def gemm_kernel(self, dtype: str, name: str) -> tuple[Any, tuple[int, int]]:
         """Kernel ``name`` of arraycore's GEMM program for ``dtype`` (:mod:`._cpu_gemm`), with
-        the program's ``(W, MR, DR, DS)`` sizes for this device."""
+        the program's ``(W, MR)`` sizes for this device."""
         key = ("gemm", dtype, name)
         found = self._kernels.get(key)
         if found is None:

@@ -96,6 +96,15 @@ class KernelHost(ABC):
         CLBlast); None (the default) to multiply by the transposed columns."""
         return None
 
+    def matmul_reads_batch_strides(self, dtype: Any) -> bool:
+        """Whether this backend's matmul multiplies a batch of strided views (a stride per
+        operand, 0 for a shared one) without copying them. Then the convolutions multiply
+        image by image: the forward product writes ``(N, O, OH*OW)``, already NCHW, instead of
+        an ``(O, N*OH*OW)`` product transposed by a copy; the filter gradient sums per-image
+        products where that sum is smaller than ``dy`` (instead of copying ``dy`` channels
+        first). For products of ``dtype``; False by default (OpenCL with arraycore's GEMM kernels says True)."""
+        return False
+
     def col2im(self, cols: Any, win: Any) -> Any:
         """The adjoint of :meth:`im2col` (:meth:`shared_col2im` by default)."""
         return self.shared_col2im(cols, win)
@@ -140,7 +149,13 @@ class KernelHost(ABC):
         if dtype_name(x.dtype) not in self.hook_dtypes:
             return _nn.conv2d(xp, x, w, stride=stride, padding=padding, dilation=dilation)
         o = int(w.shape[0])
-        y2 = xp.matmul(self._matrix(xp, w), self.im2col(x, win))  # one GEMM per batch
+        cols = self.im2col(x, win)
+        if self.matmul_reads_batch_strides(x.dtype):
+            # (N, C*KH*KW, OH*OW) views of the columns, each image's product written in place
+            per_image = xp.reshape(cols, (int(cols.shape[0]), win.n, win.out_h * win.out_w))
+            y3 = xp.matmul(self._matrix(xp, w), xp.permute_dims(per_image, (1, 0, 2)))
+            return xp.reshape(y3, (win.n, o, win.out_h, win.out_w))
+        y2 = xp.matmul(self._matrix(xp, w), cols)  # one GEMM per batch
         y4 = xp.reshape(y2, (o, win.n, win.out_h, win.out_w))
         return self.kernel_dense(xp.permute_dims(y4, (1, 0, 2, 3)))
 
@@ -213,6 +228,14 @@ class KernelHost(ABC):
         rows = self.im2row(x, win)
         if rows is None:
             rows = xp.permute_dims(self.im2col(x, win), (1, 0))
+        taps, pixels = win.c * win.kh * win.kw, win.out_h * win.out_w
+        if self.matmul_reads_batch_strides(x.dtype) and taps <= pixels:
+            # the sum over images of dy[n] (O, OH*OW) @ rows[n] (OH*OW, C*KH*KW), whose
+            # (N, O, C*KH*KW) partial products are no bigger than dy
+            per_image = xp.matmul(
+                xp.reshape(dy, (win.n, o, pixels)), xp.reshape(rows, (win.n, pixels, taps))
+            )
+            return xp.reshape(xp.sum(per_image, axis=0), (o, win.c, win.kh, win.kw))
         dw = xp.matmul(self._channels_first(xp, dy), rows)
         return xp.reshape(dw, (o, win.c, win.kh, win.kw))
 
