@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import arraycore
 from arraycore_opencl import _cpu_gemm
 
 # ``xp`` (the first OpenCL device, or a skip) comes from conftest.py
@@ -177,3 +178,43 @@ def test_info_names_the_gemm(monkeypatch: Any) -> None:
     assert (
         "GEMM: clblast on every device (ARRAYCORE_OPENCL_GEMM=clblast)" in OpenCLBackend.version()
     )
+
+
+@pytest.mark.parametrize("per_image", [True, False])
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "geometry"),
+    [
+        # taps (27) under pixels (64): the filter gradient sums per-image products
+        ((3, 3, 8, 8), (5, 3, 3, 3), {"padding": 1}),
+        # taps (72) over pixels (16): dy copied channels first, one product
+        ((2, 8, 6, 6), (4, 8, 3, 3), {"stride": 2, "padding": ((1, 2), (0, 1))}),
+    ],
+)
+def test_convolutions_multiply_per_image_or_whole(
+    own: Any, per_image: bool, x_shape: Any, w_shape: Any, geometry: Any, monkeypatch: Any
+) -> None:
+    """The convolutions' products as a batch of per-image products read in place (where the
+    GEMM reads strided batches) or as one product of the whole batch: the reference's values
+    either way, forward and both gradients."""
+    xp = own
+    backend = type(xp._backend)
+    if not per_image:
+        monkeypatch.setattr(backend, "matmul_reads_batch_strides", lambda self, dtype: False)
+    assert xp._backend.matmul_reads_batch_strides(np.dtype("float32")) is per_image
+    ref = arraycore.namespace("numpy")
+    rng = np.random.default_rng(14)
+    x = rng.standard_normal(x_shape)
+    w = rng.standard_normal(w_shape)
+    y = ref.nn.conv2d(x, w, **geometry)
+    dy = rng.standard_normal(y.shape)
+    launches = len(xp.gemm_launches)
+    got = xp.nn.conv2d(xp.asarray(x), xp.asarray(w), **geometry)
+    assert got.shape == y.shape
+    np.testing.assert_allclose(xp.to_numpy(got), y, rtol=1e-12, atol=1e-12)
+    got = xp.nn.conv2d_backward_data(xp.asarray(dy), xp.asarray(w), x.shape, **geometry)
+    want = ref.nn.conv2d_backward_data(dy, w, x.shape, **geometry)
+    np.testing.assert_allclose(xp.to_numpy(got), want, rtol=1e-12, atol=1e-12)
+    got = xp.nn.conv2d_backward_filter(xp.asarray(x), xp.asarray(dy), w.shape, **geometry)
+    want = ref.nn.conv2d_backward_filter(x, dy, w.shape, **geometry)
+    np.testing.assert_allclose(xp.to_numpy(got), want, rtol=1e-12, atol=1e-12)
+    assert len(xp.gemm_launches) - launches == 3  # every product through the GEMM kernels
