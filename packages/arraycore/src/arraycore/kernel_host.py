@@ -66,6 +66,14 @@ class KernelHost(ABC):
             self.kernel_launch(out.dtype, name, n, np.int64(n), self.kernel_arg(out), *args)
         return out
 
+    def _step_product(self, xp: Any, a: Any, b: Any) -> Any:
+        """``a @ b`` inside a recurrent layer's per-step loop, whose shapes and dtypes
+        :func:`arraycore._nn_rnn.check_lstm` (or the GRU's check) already checked: the backend's
+        own ``matmul`` where this host is the backend (CUDA, OpenCL), skipping the namespace's
+        argument checks, which cost more host time than the launch on PoCL; else ``xp``'s."""
+        own = getattr(self, "matmul", None)
+        return own(a, b) if own is not None else xp.matmul(a, b)
+
     def _dense_arg(self, x: Any) -> Any:
         return self.kernel_arg(self.kernel_dense(x))
 
@@ -537,7 +545,7 @@ class KernelHost(ABC):
         sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
         has_h, has_c = h0 is not None, c0 is not None
         for t in range(t_len):
-            z = self.kernel_dense(xp.matmul(h, us)) if has_h else xs
+            z = self.kernel_dense(self._step_product(xp, h, us)) if has_h else xs
             flags = (np.int32(has_h), np.int32(has_c))
             args = (*sizes, np.int64(t), *flags, self.kernel_arg(z), self.kernel_arg(xs))
             self.kernel_launch(dt, "lstm_cell_forward", n * hidden, *args, *outputs)
@@ -588,7 +596,7 @@ class KernelHost(ABC):
                 *saved_args,
             )  # fmt: skip
             has_dc = True
-            dh = xp.matmul(dz_t, u_t)
+            dh = self._step_product(xp, dz_t, u_t)
         dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
         return dx, dw, du, db, dh if h0 is not None else None, dc if c0 is not None else None
 
@@ -614,7 +622,11 @@ class KernelHost(ABC):
         sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
         has_h = h0 is not None
         for t in range(t_len):
-            hid = self.kernel_arg(self.kernel_dense(xp.matmul(h, u))) if has_h else fixed[1]
+            hid = (
+                self.kernel_arg(self.kernel_dense(self._step_product(xp, h, u)))
+                if has_h
+                else fixed[1]
+            )
             args = (*sizes, np.int64(t), np.int32(has_h), hid, *fixed, *outputs)
             self.kernel_launch(dt, "gru_cell_forward", n * hidden, *args)
             has_h = True
@@ -651,7 +663,7 @@ class KernelHost(ABC):
             args = (*sizes, np.int64(t), *flags, dy_arg, g_arg, *tail)
             self.kernel_launch(dt, "gru_cell_backward", n * hidden, *args)
             if t > 0 or h0 is not None:
-                g = self.kernel_dense(xp.matmul(dhid[:, t], u_t))
+                g = self.kernel_dense(self._step_product(xp, dhid[:, t], u_t))
         du, db = _nn_gru.weight_grads(xp, _nn_gru.previous_states(xp, y_d, h0), dhid)
         return dxw, du, db, (g + dhz) if h0 is not None else None
 
