@@ -103,9 +103,14 @@ def test_element_wise_pieces_match_numpy(xp: Any, monkeypatch: Any, piece: int) 
     ],
 )
 def test_im2row_is_the_transpose_of_im2col(
-    xp: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dilation: Any
+    xp: Any, shape: Any, kernel: Any, stride: Any, padding: Any, dilation: Any, monkeypatch: Any
 ) -> None:
+    """``im2row`` (the rows CLBlast's filter gradient multiplies) is the columns transposed;
+    with arraycore's GEMM there are no rows (the transposed columns are read in place)."""
     bk = xp._backend
+    monkeypatch.setattr(bk.rt, "gemm_engine", "arraycore")
+    assert bk.im2row(xp.zeros(shape, dtype=xp.float32), None) is None
+    monkeypatch.setattr(bk.rt, "gemm_engine", "clblast")
     rng = np.random.default_rng(1)
     host = rng.standard_normal(shape).astype(np.float32)
     w_shape = (4, shape[1], *kernel)
@@ -153,6 +158,7 @@ def test_windowed_kernels_at_every_piece_match_numpy(
         )
     win = nn_shapes.conv_window("conv2d", shape, (4, shape[1], 3, 3), 1, 1, 1)
     bk = xp._backend
+    monkeypatch.setattr(bk.rt, "gemm_engine", "clblast")  # where im2row has rows to give
     x = xp.permute_dims(transposed, (0, 1, 3, 2))
     cols = xp.to_numpy(bk.im2col(x, win))  # checked through conv2d below
     np.testing.assert_array_equal(xp.to_numpy(bk.im2row(x, win)), cols.T)

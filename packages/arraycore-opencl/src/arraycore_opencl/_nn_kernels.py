@@ -94,9 +94,13 @@ class OpenCLKernels(KernelHost):
         items = rows * win.n * -(-win.out_h // piece)
         return self._nn_launch("im2col", win, out, x, items=items, piece=piece)
 
-    def im2row(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
+    def im2row(self, x: OpenCLArray, win: Window2d) -> OpenCLArray | None:
         """The transposed columns, ``(N*OH*OW, C*KH*KW)``, read in place from a strided ``x``
-        (KernelHost hook: the filter gradient's GEMM takes them untransposed)."""
+        (KernelHost hook: CLBlast's GEMM runs the filter gradient faster on them than on
+        transposed columns); None where arraycore's GEMM runs the product (it packs transposed
+        columns as fast, and :meth:`im2col` writes them faster than this kernel does)."""
+        if self.matmul_reads_batch_strides(x.dtype):
+            return None
         rows = win.n * win.out_h * win.out_w
         out = self._empty((rows, win.c * win.kh * win.kw), x.dtype)
         piece, items = self._along_rows(win.out_w, win.n * win.out_h)

@@ -101,7 +101,8 @@ class KernelHost(ABC):
     def im2row(self, x: Any, win: Any) -> Any:
         """The transpose of :meth:`im2col`, ``(N*OH*OW, C*KH*KW)``, for backends whose GEMM
         runs the filter gradient faster on it than on the transposed columns (OpenCL with
-        CLBlast); None (the default) to multiply by the transposed columns."""
+        CLBlast); None (the default) to multiply by the transposed columns (views of
+        :meth:`im2col`'s, which the GEMM reads as a transposed operand)."""
         return None
 
     def matmul_reads_batch_strides(self, dtype: Any) -> bool:
@@ -233,16 +234,19 @@ class KernelHost(ABC):
             return _nn.conv2d_backward_filter(
                 xp, x, dy, w_shape, stride=stride, padding=padding, dilation=dilation
             )
+        taps, pixels = win.c * win.kh * win.kw, win.out_h * win.out_w
         rows = self.im2row(x, win)
         if rows is None:
-            rows = xp.permute_dims(self.im2col(x, win), (1, 0))
-        taps, pixels = win.c * win.kh * win.kw, win.out_h * win.out_w
+            cols = self.im2col(x, win)
+            rows = xp.permute_dims(cols, (1, 0))
+            rows3 = xp.permute_dims(xp.reshape(cols, (taps, win.n, pixels)), (1, 2, 0))
+        else:
+            rows3 = xp.reshape(rows, (win.n, pixels, taps))
         if self.matmul_reads_batch_strides(x.dtype) and taps <= pixels:
-            # the sum over images of dy[n] (O, OH*OW) @ rows[n] (OH*OW, C*KH*KW), whose
-            # (N, O, C*KH*KW) partial products are no bigger than dy
-            per_image = xp.matmul(
-                xp.reshape(dy, (win.n, o, pixels)), xp.reshape(rows, (win.n, pixels, taps))
-            )
+            # the sum over images of dy[n] (O, OH*OW) @ rows[n] (OH*OW, C*KH*KW) (views of the
+            # columns, read in place), whose (N, O, C*KH*KW) partial products are no bigger
+            # than dy
+            per_image = xp.matmul(xp.reshape(dy, (win.n, o, pixels)), rows3)
             return xp.reshape(xp.sum(per_image, axis=0), (o, win.c, win.kh, win.kw))
         dw = xp.matmul(self._channels_first(xp, dy), rows)
         return xp.reshape(dw, (o, win.c, win.kh, win.kw))
