@@ -218,3 +218,52 @@ def test_convolutions_multiply_per_image_or_whole(
     want = ref.nn.conv2d_backward_filter(x, dy, w.shape, **geometry)
     np.testing.assert_allclose(xp.to_numpy(got), want, rtol=1e-12, atol=1e-12)
     assert len(xp.gemm_launches) - launches == 3  # every product through the GEMM kernels
+
+
+@pytest.mark.parametrize(
+    ("n", "c", "o", "size", "kernel", "geometry"),
+    [
+        (2, 3, 5, 32, 3, {"padding": 1}),  # output rows of whole vectors: runs of image rows
+        (3, 20, 9, 16, 3, {"padding": ((2, 0), (0, 2))}),  # 180 taps: two packed blocks
+        (1, 4, 17, 16, 5, {"padding": 2}),  # taps reaching past both ends of a row
+        (2, 3, 4, 16, 1, {}),  # 1x1
+        (2, 5, 6, 19, 3, {"padding": 1}),  # rows not whole vectors: item by item
+        (2, 3, 6, 33, 3, {"stride": 2, "padding": 1}),  # strided
+        (1, 2, 3, 35, 3, {"dilation": 2, "padding": ((3, 1), (2, 2))}),  # dilated
+    ],
+)
+def test_implicit_convolution_matches_the_reference(
+    own: Any, n: int, c: int, o: int, size: int, kernel: int, geometry: Any
+) -> None:
+    """The forward convolution (and the input gradient of a stride-1 one, a convolution of
+    ``dy``) as one implicit-GEMM launch (``conv_nn``), on contiguous and strided inputs."""
+    xp = own
+    ref = arraycore.namespace("numpy")
+    rng = np.random.default_rng(15)
+    for dtype in _dtypes(xp):
+        x = rng.standard_normal((n, c, size, size)).astype(dtype)
+        w = rng.standard_normal((o, c, kernel, kernel)).astype(dtype)
+        want = ref.nn.conv2d(x.astype(np.float64), w.astype(np.float64), **geometry)
+        swapped = xp.permute_dims(xp.asarray(np.ascontiguousarray(x.swapaxes(2, 3))), (0, 1, 3, 2))
+        for xd in (xp.asarray(x), swapped):
+            before = len(xp.gemm_launches)
+            got = xp.nn.conv2d(xd, xp.asarray(w), **geometry)
+            assert xp.gemm_launches[before:] == ["conv_nn"]
+            _check(xp.to_numpy(got), want, dtype, c * kernel * kernel)
+        if "stride" not in geometry and "dilation" not in geometry:
+            dy = rng.standard_normal(want.shape).astype(dtype)
+            got = xp.nn.conv2d_backward_data(xp.asarray(dy), xp.asarray(w), x.shape, **geometry)
+            expect = ref.nn.conv2d_backward_data(
+                dy.astype(np.float64), w.astype(np.float64), x.shape, **geometry
+            )
+            _check(xp.to_numpy(got), expect, dtype, o * kernel * kernel)
+
+
+def test_implicit_convolution_of_nothing(own: Any) -> None:
+    xp = own
+    w = xp.ones((4, 3, 3, 3), dtype=xp.float32)
+    assert xp.nn.conv2d(xp.ones((0, 3, 8, 8), dtype=xp.float32), w, padding=1).shape == (0, 4, 8, 8)
+    y = xp.nn.conv2d(
+        xp.ones((2, 0, 8, 8), dtype=xp.float32), xp.ones((4, 0, 3, 3), dtype=xp.float32)
+    )
+    np.testing.assert_array_equal(xp.to_numpy(y), np.zeros((2, 4, 6, 6), np.float32))

@@ -84,6 +84,15 @@ class OpenCLKernels(KernelHost):
         batch of strided views in place; CLBlast's batches are copied first."""
         return self.rt.gemm_engine == "arraycore" and np.dtype(dtype) in _cpu_gemm.DTYPES
 
+    def accelerated(self, op: str, win: Window2d, *arrays: OpenCLArray) -> OpenCLArray | None:
+        """The forward convolution (and so the input gradient of stride-1 ones, a convolution
+        of ``dy``) as arraycore's implicit GEMM (:func:`._cpu_gemm.conv2d`: no columns array)
+        where arraycore's GEMM runs the product; None otherwise (im2col and the GEMM)."""
+        if op != "conv2d" or not self.matmul_reads_batch_strides(arrays[0].dtype):
+            return None
+        x, w = arrays
+        return _cpu_gemm.conv2d(self, x, w, win)  # type: ignore[arg-type]  # the backend's mixin
+
     def im2col(self, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """``(C*KH*KW, N*OH*OW)`` columns of the (implicitly zero-padded) input, read in place
         from a strided ``x`` (the shared kernel would need a dense copy first)."""
