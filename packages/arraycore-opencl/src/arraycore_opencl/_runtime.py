@@ -215,11 +215,13 @@ class DeviceRuntime:
         key = (family, dtype, name)
         found = self._kernels.get(key)
         if found is None:
-            found = self._make_kernel(self.program(family, dtype), (family, dtype), name)
+            found = self.make_kernel(self.program(family, dtype), (family, dtype), name)
             self._kernels[key] = found
         return found
 
-    def _make_kernel(self, program: Any, key: tuple[str, str], name: str) -> Any:
+    def make_kernel(self, program: Any, key: tuple[str, str], name: str) -> Any:
+        """Kernel ``name`` of ``program`` (built under ``key``), its scalar argument types
+        declared to pyopencl (its fast path for setting arguments)."""
         found = _cl().Kernel(program, name)
         found.set_scalar_arg_dtypes(self._arg_dtypes[key][name])
         return found
@@ -234,7 +236,7 @@ class DeviceRuntime:
 
             sizes = self.gemm_sizes[dtype] = _cpu_gemm.shape_for(self.cl_device, dtype)
             program = self._program(("gemm", dtype), lambda: _cpu_gemm.source(dtype, *sizes))
-            found = self._kernels[key] = self._make_kernel(program, ("gemm", dtype), name)
+            found = self._kernels[key] = self.make_kernel(program, ("gemm", dtype), name)
         return found, self.gemm_sizes[dtype]
 
     def launch_tiles(self, kernel: Any, tiles: tuple[int, int], *args: Any) -> None:
