@@ -701,11 +701,12 @@ __kernel void col2im(const long n, __global const long* g, __global {t}* out,
             for (long j = 0; j < KW; ++j) {{
                 __global const {t}* src = cols + c_off + (((c * KH + i) * KW + j) * N + b) * plane
                                           + p * OW;
-                for (long u = 0; u < len; ++u) {{
-                    const long ss = w0 + u + LEFT - j * DW;
-                    if (ss < 0 || ss % SW != 0 || ss / SW >= OW) continue;
-                    acc[u] += ({ct})src[ss / SW];
-                }}
+                /* the pixels this tap reaches: every SW-th from the first at a whole output
+                   column, the columns consecutive (one division per tap, not two per pixel) */
+                const long s0 = w0 + LEFT - j * DW;
+                long u = s0 >= 0 ? (SW - s0 % SW) % SW : -s0;
+                for (long o = (s0 + u) / SW; u < len && o < OW; u += SW, ++o)
+                    acc[u] += ({ct})src[o];
             }}
         }}
         for (long u = 0; u < len; ++u) out[gid * W + w0 + u] = ({t})acc[u];
