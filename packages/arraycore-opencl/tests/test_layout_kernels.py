@@ -252,3 +252,34 @@ def test_batch_norm_by_rows_gives_the_shared_kernels_bits(
     np.testing.assert_allclose(
         results[True][0], want, rtol=1e-4 if dtype == "float32" else 1e-12, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("shape", [(1024, 512), (5000, 37), (3, 4, 50), (7, 1), (2, 16)])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "bool"])
+def test_column_reductions_by_runs_of_outputs_match_one_output_per_item(
+    xp: Any, shape: Any, dtype: str
+) -> None:
+    """Reductions over leading axes of a contiguous array (a bias gradient's column sums) take
+    runs of consecutive outputs per work-item on CPU devices: the same values, bit for bit, as
+    the one-output-per-work-item kernel gives for the same numbers read through a strided view
+    (which that kernel serves), and NumPy's to rounding; chunked past 2048 rows."""
+    if dtype not in xp.__array_namespace_info__().dtypes():
+        pytest.skip(f"the device has no {dtype}")
+    rng = np.random.default_rng(7)
+    a = (rng.standard_normal(shape) * 3).astype(dtype)
+    wide = np.zeros((*shape[:-1], 2 * shape[-1]), dtype=dtype)
+    wide[..., ::2] = a
+    x = xp.asarray(a)
+    strided = xp.asarray(wide)[..., ::2]  # the same values, outputs two items apart
+    axes = tuple(range(len(shape) - 1))
+    ops = ["sum", "max", "min", "prod"] if dtype != "bool" else []
+    for op in ops:
+        got = xp.to_numpy(getattr(xp, op)(x, axis=axes))
+        np.testing.assert_array_equal(got, xp.to_numpy(getattr(xp, op)(strided, axis=axes)))
+        if op != "prod":  # (products of thousands overflow: compared between kernels only)
+            want = getattr(np, op)(a.astype(np.float64), axis=axes)
+            tol = 1e-4 if dtype == "float32" else 1e-12  # float32 sums of thousands: atol too
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol * 10 * np.abs(a).max())
+    for op in ("any", "all"):
+        got = xp.to_numpy(getattr(xp, op)(x, axis=axes))
+        np.testing.assert_array_equal(got, getattr(np, op)(a, axis=axes))

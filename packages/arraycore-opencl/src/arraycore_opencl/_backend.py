@@ -21,7 +21,7 @@ from arraycore.backend import (
     check_fuse_args,
 )
 
-from . import _gemm, _gemm_tuning, _runtime
+from . import _codegen, _gemm, _gemm_tuning, _runtime
 from ._array import OpenCLArray, _broadcast_strides, _collapse, contiguous_strides
 from ._nn_kernels import OpenCLKernels
 from ._runtime import DTYPE_NAME as _NAME
@@ -331,6 +331,22 @@ class OpenCLBackend(Backend, OpenCLKernels):
         )
         kernel = self.rt.kernel("red", _NAME[x.dtype], f"red_{op}")
         src: OpenCLArray = x
+        if self.rt.pieces and kstrides == (1,) and len(rshape) == 1 and m > 1:
+            # a column reduction on a CPU device: a work-item per run of consecutive outputs
+            # (a work-item per output walks its column alone, reading a cache line per item)
+            chunk = _CHUNK if k > _SPLIT else k
+            chunks = -(-k // chunk)
+            tmp = self._empty((m * chunks,), x.dtype)
+            self.rt.launch(
+                self.rt.kernel("red", _NAME[x.dtype], f"red_{op}_cols"),
+                -(-m // _codegen.RED_COLS) * chunks,
+                np.int64(m), np.int64(chunks), np.int64(chunk), np.int64(k),
+                np.int64(rstrides[0]), tmp._buf, src._buf, np.int64(src._offset),
+            )  # fmt: skip
+            if chunks == 1:
+                return OpenCLArray(self.rt, tmp._buf, final, x.dtype)
+            src, k = tmp, chunks
+            kshape, kstrides, rshape, rstrides = (m,), (chunks,), (chunks,), (1,)
         while True:
             chunk = _CHUNK if k > _SPLIT else k
             chunks = -(-k // chunk)

@@ -365,6 +365,10 @@ static long strided_offset(long idx, const int nd, __global const long* shape,
 """
 
 
+#: Consecutive outputs a work-item of ``red_<op>_cols`` takes (a column reduction on a CPU).
+RED_COLS = 16
+
+
 def reduce_program(dt: str, all_dtypes: list[str]) -> str:
     """``red_<op>``: rows of kept axes, each reducing a chunk of the reduced axes; arg-reduce.
 
@@ -373,7 +377,7 @@ def reduce_program(dt: str, all_dtypes: list[str]) -> str:
     into ``out[j]``; a second launch over the partial results finishes long reductions.
     """
     t, ct = CTYPES[dt], COMPUTE[dt]
-    parts = [_OFFSET_FN]
+    parts = [_OFFSET_FN, f"#define RED_COLS {RED_COLS}"]
     for op, (init, update) in sorted(_reduce_ops(dt).items()):
         parts.append(f"""
 __kernel void red_{op}(const long m, const long chunks, const long chunk, const long k,
@@ -399,6 +403,32 @@ __kernel void red_{op}(const long m, const long chunks, const long chunk, const 
         }}
     }}
     out[j] = ({t})acc;
+}}
+""")
+        lane = update.replace("acc", "acc[l]")
+        parts.append(f"""
+__kernel void red_{op}_cols(const long n, const long chunks, const long chunk, const long k,
+                            const long st, __global {t}* out, __global const {t}* a,
+                            const long a_off) {{
+    /* The kept axis contiguous, one reduced axis (a column sum): each work-item takes
+       RED_COLS consecutive outputs and walks the rows of its chunk, each output summed in the
+       same order as red_{op} would (same bits), the loads of a row consecutive. */
+    const long gid = get_global_id(0), piece = gid / chunks, c = gid - piece * chunks;
+    const long j0 = piece * RED_COLS;
+    if (j0 >= n) return;
+    const long len = min((long)RED_COLS, n - j0);
+    const long start = c * chunk, stop = min(k, start + chunk);
+    {ct} acc[RED_COLS];
+    for (int l = 0; l < RED_COLS; ++l) acc[l] = {init};
+    for (long r = start; r < stop; ++r) {{
+        __global const {t}* row = a + a_off + r * st + j0;
+        if (len == RED_COLS) {{
+            for (int l = 0; l < RED_COLS; ++l) {{ const {ct} v = ({ct})row[l]; {lane} }}
+        }} else {{
+            for (int l = 0; l < len; ++l) {{ const {ct} v = ({ct})row[l]; {lane} }}
+        }}
+    }}
+    for (int l = 0; l < len; ++l) out[(j0 + l) * chunks + c] = ({t})acc[l];
 }}
 """)
     for op, cmp in (("argmax", ">"), ("argmin", "<")):
