@@ -717,19 +717,28 @@ KERNEL void lstm_cell_forward(const i64 n, const i64 H, const i64 steps, const i
     const i64 gid = GID;
     if (gid >= n) return;
     const i64 r = gid / H, j = gid % H;
-    GLOBAL const T* pre = xs + (r * steps + t) * 4 * H;
-    GLOBAL T* gt = gates + (r * steps + t) * 4 * H;
-    T a[4];
-    for (int k = 0; k < 4; ++k) {
-        T p = pre[k * H + j];
-        if (has_h) p = z[r * 4 * H + k * H + j] + p;
-        a[k] = k == 2 ? tanh(p) : tanh(p) * (T)0.5 + (T)0.5;
-        gt[k * H + j] = a[k];
+    GLOBAL const T* pre = xs + (r * steps + t) * 4 * H + j;
+    GLOBAL T* gt = gates + (r * steps + t) * 4 * H + j;
+    /* the four gates written out (no private array, no branch per gate: a CPU's compiler
+       vectorises the work-items of a group) */
+    T p0 = pre[0], p1 = pre[H], p2 = pre[2 * H], p3 = pre[3 * H];
+    if (has_h) {
+        GLOBAL const T* zr = z + r * 4 * H + j;
+        p0 = zr[0] + p0;
+        p1 = zr[H] + p1;
+        p2 = zr[2 * H] + p2;
+        p3 = zr[3 * H] + p3;
     }
-    T cell = a[0] * a[2];
-    if (has_c) cell = a[1] * c[gid] + cell;
+    const T a0 = tanh(p0) * (T)0.5 + (T)0.5, a1 = tanh(p1) * (T)0.5 + (T)0.5;
+    const T a2 = tanh(p2), a3 = tanh(p3) * (T)0.5 + (T)0.5;
+    gt[0] = a0;
+    gt[H] = a1;
+    gt[2 * H] = a2;
+    gt[3 * H] = a3;
+    T cell = a0 * a2;
+    if (has_c) cell = a1 * c[gid] + cell;
     const T tc = tanh(cell);
-    const T out = a[3] * tc;
+    const T out = a3 * tc;
     const i64 at = (r * steps + t) * H + j;
     cs[at] = cell;
     tanh_c[at] = tc;
@@ -762,17 +771,20 @@ KERNEL void lstm_cell_backward(const i64 n, const i64 H, const i64 steps, const 
     T c_prev = (T)0;
     if (t > 0) c_prev = cs[at - H];
     else if (has_c0) c_prev = c0[gid];
-    const T d[4] = {
-        g * (i * ((T)1 - i)) * dcell,
-        c_prev * (f * ((T)1 - f)) * dcell,
-        i * (g * ((T)0 - g) + (T)1) * dcell,
-        tc * (o * ((T)1 - o)) * dh,
-    };
-    GLOBAL T* out = dz + (r * steps + t) * 4 * H;
-    for (int k = 0; k < 4; ++k) {
-        out[k * H + j] = d[k];
-        dz_t[r * 4 * H + k * H + j] = d[k];
-    }
+    const T d0 = g * (i * ((T)1 - i)) * dcell;
+    const T d1 = c_prev * (f * ((T)1 - f)) * dcell;
+    const T d2 = i * (g * ((T)0 - g) + (T)1) * dcell;
+    const T d3 = tc * (o * ((T)1 - o)) * dh;
+    GLOBAL T* out = dz + (r * steps + t) * 4 * H + j;
+    GLOBAL T* dense = dz_t + r * 4 * H + j;
+    out[0] = d0;
+    out[H] = d1;
+    out[2 * H] = d2;
+    out[3 * H] = d3;
+    dense[0] = d0;
+    dense[H] = d1;
+    dense[2 * H] = d2;
+    dense[3 * H] = d3;
     dc[gid] = dcell * f;
 }
 /* -- scaled dot-product attention, fused: no (Tq, Tk) array is ever written. The leading axes
