@@ -21,7 +21,7 @@ from arraycore.backend import (
     check_fuse_args,
 )
 
-from . import _codegen, _gemm, _gemm_tuning, _runtime
+from . import _codegen, _cpu_gemm, _gemm, _gemm_tuning, _runtime
 from ._array import OpenCLArray, _broadcast_strides, _collapse, contiguous_strides
 from ._nn_kernels import OpenCLKernels
 from ._runtime import DTYPE_NAME as _NAME
@@ -414,7 +414,9 @@ class OpenCLBackend(Backend, OpenCLKernels):
         nb = math.prod(batch)
         blas = _NAME[dt] in ("float32", "float64") or (_NAME[dt] == "float16" and self.rt.fp16)
         if blas and nb * m * n * k > _SMALL_GEMM:
-            _gemm.gemm(self, x1, x2, out, batch, m, n, k)
+            # arraycore's kernels where they run the product (CPU devices), else CLBlast
+            gemm = _cpu_gemm.gemm if self.rt.own_gemm(dt) else _gemm.gemm
+            gemm(self, x1, x2, out, batch, m, n, k)
             return out
         if nb == 1:
             a, b = x1, x2

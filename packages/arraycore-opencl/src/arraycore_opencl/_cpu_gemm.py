@@ -49,8 +49,6 @@ if TYPE_CHECKING:
     from ._backend import OpenCLBackend
 
 _CTYPE = {"float32": "float", "float64": "double"}
-#: The dtypes these kernels compute (half precision goes to CLBlast).
-DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 #: Steps of ``k`` whose columns of ``B`` a work-item packs at a time (KC x 2W items: 16 KB of
 #: float32 with AVX-512, within L1).
 KC = 128
@@ -301,7 +299,7 @@ def gemm(
     (at, lda), (bt, ldb) = a_lay, b_lay
     kernel, (w, mr) = rt.gemm_kernel(name, "gemm_" + ("t" if at else "n") + ("t" if bt else "n"))
     panels, tiles_m = -(-n // (2 * w)), -(-m // mr)
-    want = _ITEMS_PER_UNIT * rt.cl_device.max_compute_units
+    want = _ITEMS_PER_UNIT * rt.compute_units
     parts = _split(panels, tiles_m, k, want) if nb == 1 else 1
     if parts > 1:
         # Few column panels, few rows and a long k (a filter gradient): slices of k, each a
@@ -367,7 +365,7 @@ def conv2d(bk: OpenCLBackend, x: OpenCLArray, w: OpenCLArray, win: Any) -> OpenC
         return bk.full(out.shape, 0, x.dtype)
     kernel, (width, mr) = rt.gemm_kernel(name, "conv_nn")
     panels, tiles_m = -(-pixels // (2 * width)), -(-o // mr)
-    want = _ITEMS_PER_UNIT * rt.cl_device.max_compute_units
+    want = _ITEMS_PER_UNIT * rt.compute_units
     blocks = min(tiles_m, -(-want // (panels * win.n)))
     mb = mr * -(-tiles_m // blocks)
     (top, _), (left, _) = win.pads

@@ -1,6 +1,6 @@
-"""The OpenCL backend's float GEMM (``matmul`` above ``_SMALL_GEMM``): arraycore's kernels
-(:mod:`._cpu_gemm`) where ``ARRAYCORE_OPENCL_GEMM`` says (CPU devices by default), else CLBlast
-with the kernel parameters :mod:`._gemm_tuning` chose for the shape."""
+"""CLBlast GEMM for the OpenCL backend's ``matmul`` (floats, above ``_SMALL_GEMM``, where
+arraycore's kernels of :mod:`._cpu_gemm` do not run it: ``ARRAYCORE_OPENCL_GEMM``), with the
+kernel parameters :mod:`._gemm_tuning` chose for the shape."""
 
 from __future__ import annotations
 
@@ -74,11 +74,8 @@ def gemm(
     n: int,
     k: int,
 ) -> None:
-    """``out = x1 @ x2``: arraycore's kernels where the device runs them (:mod:`._cpu_gemm`),
-    else CLBlast: one GEMM when ``x2`` has no batch, else a strided batch."""
-    if bk.rt.gemm_engine == "arraycore" and out.dtype in _cpu_gemm.DTYPES:
-        _cpu_gemm.gemm(bk, x1, x2, out, batch, m, n, k)
-        return
+    """``out = x1 @ x2`` with CLBlast: one GEMM when ``x2`` has no batch, else a strided batch
+    (``matmul`` sends products to :func:`._cpu_gemm.gemm` instead where those kernels run)."""
     import pyclblast
 
     cla = _runtime._cl().array

@@ -82,7 +82,7 @@ class OpenCLKernels(KernelHost):
     def matmul_reads_batch_strides(self, dtype: Any) -> bool:
         """True where arraycore's GEMM kernels run the product (:mod:`._cpu_gemm`): they read a
         batch of strided views in place; CLBlast's batches are copied first."""
-        return self.rt.gemm_engine == "arraycore" and np.dtype(dtype) in _cpu_gemm.DTYPES
+        return self.rt.own_gemm(dtype)
 
     def accelerated(self, op: str, win: Window2d, *arrays: OpenCLArray) -> OpenCLArray | None:
         """The forward convolution (and so the input gradient of stride-1 ones, a convolution

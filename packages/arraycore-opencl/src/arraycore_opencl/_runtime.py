@@ -32,6 +32,9 @@ ENV_NO_FP64 = "ARRAYCORE_OPENCL_NO_FP64"
 #: or unset/``auto``: arraycore's on CPU devices, CLBlast on the others.
 ENV_GEMM = "ARRAYCORE_OPENCL_GEMM"
 
+#: The dtypes arraycore's GEMM kernels compute (half precision goes to CLBlast).
+GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
 #: dtype -> name, faster than ``dtype.name`` (a Python property in NumPy) on every launch.
 DTYPE_NAME: dict[np.dtype, str] = {np.dtype(n): n for n in _codegen.CTYPES}
 
@@ -136,6 +139,8 @@ class DeviceRuntime:
         self.fp64 = has_fp64(device)
         self.fp16 = has_fp16(device)
         self.local_size = min(LOCAL_SIZE, int(device.max_work_group_size))
+        #: The device's compute units (asked once: a device query on every product costs time)
+        self.compute_units = int(device.max_compute_units)
         #: Whether element-wise work-items take pieces of rows (CPU devices), and how many items
         #: (``_codegen._strided_kernel``); on GPUs an item per work-item.
         self.pieces = bool(device.type & cl.device_type.CPU)
@@ -238,6 +243,11 @@ class DeviceRuntime:
             program = self._program(("gemm", dtype), lambda: _cpu_gemm.source(dtype, *sizes))
             found = self._kernels[key] = self.make_kernel(program, ("gemm", dtype), name)
         return found, self.gemm_sizes[dtype]
+
+    def own_gemm(self, dtype: Any) -> bool:
+        """Whether arraycore's GEMM kernels (:mod:`._cpu_gemm`) run float products of ``dtype``
+        here (:data:`ENV_GEMM`; float32 and float64), rather than CLBlast."""
+        return self.gemm_engine == "arraycore" and np.dtype(dtype) in GEMM_DTYPES
 
     def launch_tiles(self, kernel: Any, tiles: tuple[int, int], *args: Any) -> None:
         """Run ``kernel`` over a ``tiles`` grid of work-groups of one work-item each."""
