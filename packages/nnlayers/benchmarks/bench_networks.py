@@ -282,9 +282,14 @@ def build_impls(case: networks.Case, extra: str | None, torch_cuda: bool) -> lis
         for p, src in zip(dev_model.params, model.params, strict=True):
             p.assign(np.array(src.numpy()))  # the same seeds give the same weights; made sure
 
+        for x, y in batches:  # host data checked once, as fit checks an in-memory feed
+            dev_model.check_data(x, y)
+        graph, inputs = dev_model.graph, dev_model.inputs
+
         def dev_step(i: int) -> Any:
-            # labels made on the host and checked there, as fit does: no per-step read-back
-            with arraycore.checks(False, only="labels"):
+            # labels and ids made on the host and checked there, as fit does: no per-step
+            # read-back
+            with arraycore.checks(False, only="labels"), graph.checked_feeds(inputs):
                 return dev_model.train_step(db[i % k])[0]
 
         backend = xp._backend

@@ -39,7 +39,7 @@ from . import (
     plotting,
     train,
 )
-from .errors import FeedError, GraphError, NNLayersError, NonFiniteError, ShapeError
+from .errors import FeedError, FeedIndexError, GraphError, NNLayersError, NonFiniteError, ShapeError
 from .feeds import Feed, StreamFeed
 from .graph import Graph, compile
 from .init import seed
@@ -68,8 +68,8 @@ from .train import History, fit
 __version__ = "0.1.0"
 
 __all__ = [
-    "FeedError", "Graph", "GraphError", "NNLayersError", "NonFiniteError", "Parameter",
-    "ShapeError", "__version__", "augment", "compile", "export", "expr", "ops",
+    "FeedError", "FeedIndexError", "Graph", "GraphError", "NNLayersError", "NonFiniteError",
+    "Parameter", "ShapeError", "__version__", "augment", "compile", "export", "expr", "ops",
     # layers
     "GRU", "LSTM", "RNN", "Affine", "BatchNorm", "Conv2D", "Conv2DTranspose", "Dropout",
     "Embedding", "Flatten", "Layer", "LayerNorm", "Linear", "Pool2D", "Sequential", "init",

@@ -15,6 +15,11 @@ class FeedError(NNLayersError, ValueError):
     """A missing, unknown or mis-shaped value fed to a placeholder."""
 
 
+class FeedIndexError(FeedError, IndexError):
+    """Indices fed to a placeholder (an embedding's ids) outside the axis they index; an
+    ``IndexError`` too, as arraycore's own check of them raises."""
+
+
 class GraphError(NNLayersError, RuntimeError):
     """A graph used in a way it cannot support (backward without forward, nothing to run, ...)."""
 

@@ -14,8 +14,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +26,7 @@ import numpy as np
 import arraycore
 from arraycore import checks_enabled
 
-from ..errors import FeedError, GraphError
+from ..errors import FeedError, FeedIndexError, GraphError
 from ..expr.node import Expr, as_expr, infer_specs
 from ..expr.spec import format_shape
 from ..parameter import Parameter
@@ -39,10 +41,13 @@ _MAX_PLANS = 8
 
 @dataclass
 class RunState:
-    """What phase-dependent ops read at run time: the phase and the graph's random generator."""
+    """What phase-dependent ops read at run time: the phase and the graph's random generator;
+    and, for the plan's index-reading steps, the placeholder slots whose values this step are
+    known to hold indices in range (see :meth:`Op.index_input`)."""
 
     training: bool
     rng: Any
+    checked_indices: frozenset[int] = frozenset()
 
 
 class Graph:
@@ -94,12 +99,23 @@ class Graph:
         #: placeholder slot -> (classes, reader) for placeholders that hold class labels;
         #: ``deferred``: those whose labels arraycore checks where it runs on the host (see _feed)
         self.label_checks, deferred = label_checks(a.nodes, a.inputs)
+        #: placeholder slot -> (axis length, reader) for placeholders that ops read as indices
+        self.index_checks = index_checks(a.nodes, a.inputs)
         #: per placeholder, in order: (id, node, dtype, its label check or None, whether the
-        #: check may be left to arraycore), for _feed
+        #: check may be left to arraycore, its index check or None), for _feed
         self._feed_order = [
-            (id(node), node, node.spec.dtype, self.label_checks.get(i), i in deferred)
+            (
+                id(node),
+                node,
+                node.spec.dtype,
+                self.label_checks.get(i),
+                i in deferred,
+                (i, *self.index_checks[i]) if i in self.index_checks else None,
+            )
             for i, node in self._placeholders
         ]
+        #: index placeholders whose feeds a caller checked beforehand (see checked_feeds)
+        self._trusted: frozenset[int] = frozenset()
         self._parameters = [(i, nodes[i]) for i in a.parameters]
         for _, p in self._parameters:
             p.to_backend(xp)  # type: ignore[attr-defined]
@@ -152,7 +168,9 @@ class Graph:
         keep = (
             (self.training and bool(self.wrt)) if keep_for_backward is None else keep_for_backward
         )
-        values, key = self._feed(feeds or {})
+        values, key, checked = self._feed(feeds or {})
+        if self.index_checks:
+            self.state.checked_indices = self._trusted | checked if checked else self._trusted
         plan = self._plan(key)
         slots = self._slots(plan, values)
         residuals: list[Any] | None = [None] * plan.size if keep else None
@@ -205,7 +223,7 @@ class Graph:
     def _name_bad_labels(self, values: list[Any], error: ValueError) -> None:
         """After ``error`` in forward: the :class:`FeedError` naming the placeholder of fed labels
         out of range that ``_feed`` left to arraycore's check, if there are any."""
-        for (_, node, _, labels, deferred), v in zip(self._feed_order, values, strict=True):
+        for (_, node, _, labels, deferred, _), v in zip(self._feed_order, values, strict=True):
             if labels is not None and deferred:
                 try:
                     check_labels(node, v, *labels)
@@ -227,7 +245,24 @@ class Graph:
         """The placeholders this graph reads (each needs a value in every ``forward``)."""
         return [node for _, node in self._placeholders]
 
-    def _feed(self, feeds: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...]]:
+    @contextlib.contextmanager
+    def checked_feeds(self, placeholders: Iterable[Expr]) -> Iterator[None]:
+        """Inside the block, values fed to ``placeholders`` are known to hold indices in range
+        (a caller checked the host data they come from, as ``fit`` does with
+        :meth:`Model.check_data <nnlayers.models.Model.check_data>`): the ops reading them as
+        indices (``take``: an embedding lookup) skip arraycore's check of each step's values,
+        which on a device is a wait for its queue. Values fed there that are not in range then
+        wrap around (``arraycore.checks``); host (NumPy) feeds are still checked every step."""
+        mine = {id(node): i for i, node in self._placeholders}
+        slots = frozenset(mine[id(p)] for p in placeholders if id(p) in mine)
+        before = self._trusted
+        self._trusted = before | (slots & self.index_checks.keys())
+        try:
+            yield
+        finally:
+            self._trusted = before
+
+    def _feed(self, feeds: dict[Any, Any]) -> tuple[list[Any], tuple[Any, ...], frozenset[int]]:
         given: dict[int, Any] = {}
         mine = self._placeholder_ids
         for k, value in feeds.items():
@@ -252,8 +287,9 @@ class Graph:
             given[id(k)] = value
         values = []
         shapes = []
+        checked: frozenset[int] = frozenset()
         array_type = self._array_type
-        for key, node, dtype, labels, deferred in self._feed_order:
+        for key, node, dtype, labels, deferred, indices in self._feed_order:
             try:
                 v: Any = given[key]
             except KeyError:
@@ -264,6 +300,12 @@ class Graph:
                 deferred and type(v) is array_type is np.ndarray and checks_enabled("labels")
             ):
                 check_labels(node, v, *labels)
+            if indices is not None and type(v) is np.ndarray and indices[0] not in self._trusted:
+                # host indices checked here, on the host: the step's take need not wait for a
+                # device to check them again
+                check_feed_dtype(node, v)
+                check_indices(node, v, *indices[1:])
+                checked |= {indices[0]}
             # Arrays already on the backend with the right dtype skip asarray's checks.
             if type(v) is not array_type or getattr(v, "dtype", None) != dtype:
                 check_feed_dtype(node, v)
@@ -271,7 +313,7 @@ class Graph:
                 self._array_type = array_type = type(v)
             values.append(v)
             shapes.append(tuple(v.shape))
-        return values, tuple(shapes)
+        return values, tuple(shapes), checked
 
     def _plan(self, key: tuple[Any, ...]) -> Plan:
         plan = self._plans.get(key)
@@ -382,6 +424,42 @@ def label_checks(
     if any(isinstance(node, Parameter) and not node._trainable for node in nodes):
         return checks, set()
     return checks, {j for j in checks if by_arraycore[j]}
+
+
+def index_checks(nodes: list[Expr], inputs: list[tuple[int, ...]]) -> dict[int, tuple[int, str]]:
+    """Placeholders that ops read as indices (:meth:`Op.index_input`): slot -> (the shortest
+    axis length they index, what reads them there); each value must lie in ``[-n, n)``."""
+    from ..expr.node import Placeholder
+
+    checks: dict[int, tuple[int, str]] = {}
+    for i, node in enumerate(nodes):
+        op = node.op
+        if op is None:
+            continue
+        found = op.index_input(*(nodes[j].spec for j in inputs[i]))
+        if found is None:
+            continue
+        j = inputs[i][found[0]]
+        if isinstance(nodes[j], Placeholder) and (j not in checks or found[1] < checks[j][0]):
+            checks[j] = (int(found[1]), node.describe())
+    return checks
+
+
+def check_indices(node: Expr, value: np.ndarray, n: int, reader: str) -> None:
+    """Indices fed from the host must lie in ``[-n, n)`` (arraycore's rule for ``take``)."""
+    if value.size == 0:
+        return
+    lo, hi = int(value.min()), int(value.max())
+    if -n <= lo and hi < n:
+        return
+    bad = (value < -n) | (value >= n)
+    where = np.argwhere(bad)[:5]
+    shown = ", ".join(f"{value[tuple(w)]} at {tuple(int(x) for x in w)}" for w in where)
+    more = f" and {int(bad.sum()) - len(where)} more" if bad.sum() > len(where) else ""
+    raise FeedIndexError(
+        f"feed: {node.describe()} holds indices for {reader} into an axis of length {n}, which "
+        f"must be in [-{n}, {n}); got {shown}{more}"
+    )
 
 
 def check_feed_dtype(node: Expr, value: Any) -> None:

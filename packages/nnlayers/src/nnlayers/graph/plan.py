@@ -33,6 +33,7 @@ import weakref
 from functools import partial
 from typing import Any
 
+import arraycore
 from arraycore import ArrayNamespace
 
 from ..expr.node import run_infer
@@ -60,6 +61,7 @@ class Plan:
     ) -> None:
         self.analysis = a = analysis
         self.xp = xp
+        self.state = state
         self.guard = guard
         self.check_specs = check_specs
         n = len(a.nodes)
@@ -205,8 +207,11 @@ class Plan:
                 donor = None if self.guard else self._donor(i, frees)
                 # the op's method and its leading arguments, or a wrapper callable
                 fn: Any = ("forward", ()) if donor is None else ("forward_inplace", (donor,))
-                if self._wrapped:
+                fed = self._fed_indices(i)
+                if self._wrapped or fed is not None:
                     fn = partial(getattr(op, fn[0]), xp, *fn[1])
+                    if fed is not None:
+                        fn = skip_checked_indices(fn, self.state, fed)
                     if self.guard:
                         fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
                     if self.check_specs:
@@ -216,6 +221,15 @@ class Plan:
         self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
         spec = self.specs[a.outputs[0]]
         self.seed = xp.ones(spec.shape, dtype=spec.dtype) if spec.is_float else None
+
+    def _fed_indices(self, i: int) -> int | None:
+        """The placeholder slot whose values step ``i`` hands arraycore as indices (its op's
+        :meth:`~nnlayers.ops.Op.index_input`), if it reads one directly; else None."""
+        found = self.ops[i].index_input(*(self.specs[j] for j in self.analysis.inputs[i]))
+        if found is None:
+            return None
+        j: int = self.analysis.inputs[i][found[0]]
+        return j if j in self.analysis.placeholders else None
 
     def _donor(self, i: int, frees: tuple[int, ...]) -> int | None:
         """The input of step ``i`` whose buffer its op may overwrite with its output, if any.
@@ -476,6 +490,19 @@ class _FirstCall:
 
     def __call__(self, *args: Any) -> Any:
         return self._plan._compile(self._name, self._filename)(*args)
+
+
+def skip_checked_indices(fn: Any, state: Any, slot: int) -> Any:
+    """``fn`` (a step reading placeholder ``slot`` as indices) without arraycore's check of the
+    indices in the steps whose feed of ``slot`` is known to be in range (``state``)."""
+
+    def run(*args: Any) -> Any:
+        if slot in state.checked_indices:
+            with arraycore.checks(False, only="indices"):
+                return fn(*args)
+        return fn(*args)
+
+    return run
 
 
 def _bind_backward(op: Any, xp: ArrayNamespace, needs: tuple[bool, ...]) -> Any:

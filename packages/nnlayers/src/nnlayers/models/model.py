@@ -18,7 +18,7 @@ from arraycore import ArrayNamespace
 
 from ..errors import GraphError, PrecisionWarning
 from ..expr.node import Expr, Placeholder
-from ..graph.graph import Graph, check_feed_dtype, check_labels
+from ..graph.graph import Graph, check_feed_dtype, check_indices, check_labels
 from ..graph.topo import topological_order
 from ..mixed_precision import LossScaler, Policy, as_policy, autocast
 from ..ops.math.comparison import astype
@@ -241,14 +241,21 @@ class Model:
 
     def check_data(self, *arrays: Any) -> None:
         """Check whole host arrays, in the order of :attr:`inputs`, before training on them:
-        class labels in range and of an integer dtype (``fit`` calls it on an in-memory feed's
-        arrays, so a bad label is reported before any parameter changes, on every backend)."""
-        slots = {id(node): i for i, node in self.graph._placeholders}
+        class labels and indices (the ids an embedding looks up) in range and of an integer
+        dtype (``fit`` calls it on an in-memory feed's arrays, so a bad label or id is reported
+        before any parameter changes, on every backend)."""
+        graph = self.graph
+        slots = {id(node): i for i, node in graph._placeholders}
         for placeholder, value in zip(self.inputs, arrays):
             i = slots.get(id(placeholder))
-            if i is not None and i in self.graph.label_checks and isinstance(value, np.ndarray):
+            if i is None or not isinstance(value, np.ndarray):
+                continue
+            if i in graph.label_checks or i in graph.index_checks:
                 check_feed_dtype(placeholder, value)
-                check_labels(placeholder, value, *self.graph.label_checks[i])
+            if i in graph.label_checks:
+                check_labels(placeholder, value, *graph.label_checks[i])
+            if i in graph.index_checks:
+                check_indices(placeholder, value, *graph.index_checks[i])
 
     def forward(self, *batch: Any) -> list[Any]:
         """Loss and metrics (backend scalars) for one batch, keeping what backward needs."""

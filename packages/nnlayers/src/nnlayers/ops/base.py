@@ -118,6 +118,16 @@ class Op:
         must lie in ``[0, classes)`` (the graph checks host feeds of it), else None."""
         return None
 
+    def index_input(self, *specs: Spec) -> tuple[int, int] | None:
+        """``(input index, axis length n)`` when ``forward`` hands one input to arraycore as
+        indices into an axis of length ``n`` (``xp.take``: each in ``[-n, n)``), else None.
+
+        The graph checks host feeds of a placeholder read there (a :class:`FeedError` naming
+        it), and in a step whose feed of it is known to be in range (checked on the host that
+        step, or by ``fit`` before training) the op runs without arraycore's own check of
+        them, which on a device waits for the queue."""
+        return None
+
     #: Whether ``forward`` hands its :meth:`label_input` to an arraycore function that checks
     #: their range itself (``xp.nn.softmax_cross_entropy``, ``xp.nn.one_hot``): where that
     #: check runs on the host anyway, the graph leaves fed labels to it (see ``Graph._feed``).

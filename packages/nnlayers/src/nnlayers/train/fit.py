@@ -114,6 +114,12 @@ def fit(
     if validation is not None:
         checked = _check_host_data(model, validation) and checked
     labels = arraycore.checks(False, only="labels") if checked else contextlib.nullcontext()
+    # and its ids (an embedding's indices) checked there too: the lookups skip the device check
+    ids = (
+        model.graph.checked_feeds(_unaugmented_inputs(model, feed, validation))
+        if checked
+        else contextlib.nullcontext()
+    )
     history = getattr(model, "history", None)
     if not isinstance(history, History):
         history = History()
@@ -131,7 +137,7 @@ def fit(
         history = state.history = model.history  # a checkpoint restored the run's own history
     state.global_step = _steps_taken(model)  # after on_train_begin: a checkpoint may resume
     total = _examples_per_epoch(feed)
-    with labels:
+    with labels, ids:
         try:
             while model.epoch < epochs and not state.stop:
                 epoch = model.epoch + 1
@@ -342,10 +348,17 @@ class TrainingState:
         self.log_lr = False
 
 
+def _unaugmented_inputs(model: Model, *feeds: Any) -> list[Any]:
+    """The model's inputs whose batches are slices of the feeds' arrays as given: all but the
+    first where a feed augments it (an augmentation's output was not checked)."""
+    augmented = any(getattr(f, "augment", None) is not None for f in feeds)
+    return list(model.inputs[1:] if augmented else model.inputs)
+
+
 def _check_host_data(model: Model, data: Any) -> bool:
-    """Check the class labels of in-memory host data (a :class:`~nnlayers.Feed`'s arrays or a
-    tuple of arrays) with ``model.check_data``; whether every array was on the host, so that
-    each of its batches holds checked labels."""
+    """Check the class labels and ids of in-memory host data (a :class:`~nnlayers.Feed`'s
+    arrays or a tuple of arrays) with ``model.check_data``; whether every array was on the
+    host, so that each of its batches holds checked labels and ids."""
     arrays = getattr(data, "arrays", data)
     if not isinstance(arrays, list | tuple) or len(arrays) != len(model.inputs):
         return False

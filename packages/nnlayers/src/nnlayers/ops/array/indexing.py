@@ -115,6 +115,14 @@ class Take(Op):
         self.flat_shape = (*x.shape[:ax], n, *x.shape[ax + 1 :])
         return Spec((*x.shape[:ax], *indices.shape, *x.shape[ax + 1 :]), x.dtype)
 
+    def index_input(self, *specs: Spec) -> tuple[int, int] | None:
+        x, indices = specs
+        if indices.dtype.kind not in "iu":
+            return None
+        (ax,) = normalize_axes(self.axis, x.ndim)
+        n = x.shape[ax]
+        return None if n is None else (1, int(n))
+
     def forward(self, xp: ArrayNamespace, x: Any, indices: Any) -> Any:
         out_shape = (*self.in_shape[: self.ax], *indices.shape, *self.in_shape[self.ax + 1 :])
         flat = xp.take(x, xp.reshape(indices, (-1,)), axis=self.ax)
