@@ -283,3 +283,26 @@ def test_column_reductions_by_runs_of_outputs_match_one_output_per_item(
     for op in ("any", "all"):
         got = xp.to_numpy(getattr(xp, op)(x, axis=axes))
         np.testing.assert_array_equal(got, getattr(np, op)(a, axis=axes))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+@pytest.mark.parametrize(
+    ("shape", "axis"),
+    [((50, 64), 0), ((7, 40), 0), ((3, 9, 20), 1), ((4, 6, 130), 0), ((6, 5, 3), 0), ((5, 9), 1)],
+)
+def test_take_by_rows_matches_numpy(xp: Any, shape: Any, axis: int, dtype: str) -> None:
+    """``take`` from a contiguous array whose slices after the axis hold at least 16 items runs
+    by rows (an embedding lookup): NumPy's values, from an array with an offset into its buffer
+    too, repeated and negative ids included; shorter slices and strided arrays take the
+    general kernel."""
+    rng = np.random.default_rng(3)
+    a = (rng.standard_normal((2, *shape)) * 5).astype(dtype)
+    ids = rng.integers(-shape[axis], shape[axis], size=37)
+    ids[:4] = [0, 0, shape[axis] - 1, -1]
+    x = xp.asarray(a)
+    for source, host in ((x[1], a[1]), (x[0], a[0])):  # x[1] starts past the buffer's start
+        got = xp.to_numpy(xp.take(source, xp.asarray(ids), axis=axis))
+        np.testing.assert_array_equal(got, np.take(host, ids, axis=axis))
+    strided = xp.permute_dims(x[1], tuple(reversed(range(len(shape)))))
+    got = xp.to_numpy(xp.take(strided, xp.asarray(ids), axis=len(shape) - 1 - axis))
+    np.testing.assert_array_equal(got, np.take(a[1].T, ids, axis=len(shape) - 1 - axis))

@@ -43,6 +43,10 @@ _CHUNK = 512
 #: CLBlast's per-call setup (milliseconds on PoCL) costs more than the product.
 _SMALL_GEMM = 1 << 20
 
+#: ``take`` from a contiguous array whose slices (the items after the axis) are at least this
+#: long runs as rows of those items (``take_rows``: no index arithmetic per item).
+_TAKE_ROW_ITEMS = 16
+
 _IDENTITY: dict[str, bool | int] = {"sum": 0, "prod": 1, "any": False, "all": True}
 
 
@@ -511,6 +515,23 @@ class OpenCLBackend(Backend, OpenCLKernels):
         shape = (*x.shape[:axis], idx.shape[0], *x.shape[axis + 1 :])
         out = self._empty(shape, x.dtype)
         if out.size == 0:
+            return out
+        inner = math.prod(x.shape[axis + 1 :])
+        if inner >= _TAKE_ROW_ITEMS and x.is_contiguous:
+            self.rt.launch_rows(
+                self.rt.kernel("idx", _NAME[x.dtype], "take_rows"),
+                inner,
+                idx.shape[0],
+                np.int64(inner),
+                np.int64(x.shape[axis]),
+                np.int64(idx.shape[0]),
+                np.int64(math.prod(x.shape[:axis])),
+                out._buf,
+                x._buf,
+                np.int64(x._offset),
+                idx._buf,
+                np.int64(idx._offset),
+            )
             return out
         meta = self.rt.meta(shape + x.strides)
         self.rt.launch(

@@ -481,6 +481,19 @@ __kernel void take(const long n, const int nd, const int axis, __global const lo
     out[gid] = a[p];
 }}
 
+/* take along an axis of a C-contiguous array viewed as (outer, n, inner): a 2-D range of
+   (inner, indices), each work-item one item of each outer slice, no division (an embedding
+   lookup's rows as vectors on a CPU device) */
+__kernel void take_rows(const long inner, const long n, const long n_idx, const long outer,
+                        __global {t}* out, __global const {t}* a, const long a_off,
+                        __global const long* idx, const long i_off) {{
+    const long j = get_global_id(0), i = get_global_id(1);
+    if (j >= inner) return;
+    const long src = idx[i_off + i] * inner + j, dst = i * inner + j;
+    for (long o = 0; o < outer; ++o)
+        out[o * n_idx * inner + dst] = a[a_off + o * n * inner + src];
+}}
+
 __kernel void scatter_add(const long m, const int nd, const int axis, const long n_idx,
                           __global const long* meta, __global {t}* out, const long o_off,
                           __global const {t}* v, const long v_off,
@@ -865,10 +878,11 @@ __kernel void max_pool_backward_windows(const long n, __global const long* g,
 
 
 def shared_program(dt: str, all_dtypes: list[str]) -> str:
-    """arraycore's shared nn kernels (:mod:`arraycore.device_kernels`), the OpenCL build."""
+    """arraycore's shared nn kernels (:mod:`arraycore.device_kernels`), the OpenCL build: the
+    recurrent cell kernels over a 2-D range (``ROW_UNIT_2D``, see ``OpenCLKernels.kernel_launch``)."""
     from arraycore import device_kernels
 
-    return device_kernels.source(dt, "opencl")
+    return "#define ROW_UNIT_2D\n" + device_kernels.source(dt, "opencl")
 
 
 FAMILIES = {

@@ -94,7 +94,130 @@ inline void store_part(__global {t} *p, const {v} x, const long rem) {{
 }}
 """
     kernels = [_kernel(t, w, mr, at, bt) for at in (False, True) for bt in (False, True)]
-    return helpers + "".join(kernels) + _kernel(t, w, mr, False, False, conv=True)
+    return (
+        helpers
+        + "".join(kernels)
+        + _kernel(t, w, mr, False, False, conv=True)
+        + _lstm_steps(t, w, max(mr // 2, 1), mr)
+    )
+
+
+def _lstm_steps(t: str, w: int, mf: int, mb: int) -> str:
+    """``lstm_step_fw`` and ``lstm_step_bw``: one LSTM time step each, the recurrent product
+    and the cell in one launch (arraycore.device_kernels' ``lstm_cell_forward`` and
+    ``lstm_cell_backward``, same arithmetic, ``W`` units of a row at a time). A work-item owns
+    ``W`` units of ``mf`` (``mb``) rows: forward, their four gates' pre-activations
+    ``h_{t-1} @ u`` (``u`` packed per block of units as ``(H / W, H, 4, W)``, ``h_{t-1}`` read
+    from ``y[:, t-1]`` or ``h0``) then the cell; backward, ``dh = dz[:, t+1] @ u.T`` for its
+    units (``u.T`` packed as ``(H / W, 4H, W)``) then the cell's gradient into ``dz[:, t]``.
+    Work-items read whole rows of the previous step's values and write only their own units of
+    this step's, so one launch per step needs no synchronisation between them."""
+    v = f"{t}{w}"
+    fw_decl = "\n".join(f"    {v} s{r}_{g} = ({v})(0);" for r in range(mf) for g in range(4))
+    fw_rows = "\n".join(
+        f"    const __global {t} *a{r} = A + min(i0 + {r}, N - 1) * lda;" for r in range(mf)
+    )
+    fw_fma = "\n".join(
+        f"            {{ const {v} a = ({v})(a{r}[p]);"
+        + "".join(f" s{r}_{g} = fma(a, b{g}, s{r}_{g});" for g in range(4))
+        + " }"
+        for r in range(mf)
+    )
+    fw_cells = "\n".join(
+        f"    if (i0 + {r} < N) LSTM_FW_CELL(i0 + {r}, s{r}_0, s{r}_1, s{r}_2, s{r}_3)"
+        for r in range(mf)
+    )
+    bw_decl = "\n".join(f"    {v} s{r} = ({v})(0);" for r in range(mb))
+    bw_rows = "\n".join(
+        f"        const __global {t} *a{r} = A + min(i0 + {r}, N - 1) * lda;" for r in range(mb)
+    )
+    bw_fma = "\n".join(f"            s{r} = fma(({v})(a{r}[k]), b, s{r});" for r in range(mb))
+    bw_cells = "\n".join(f"    if (i0 + {r} < N) LSTM_BW_CELL(i0 + {r}, s{r})" for r in range(mb))
+    return f"""
+#define LD(p) vload{w}(0, (p))
+#define ST(x, p) vstore{w}((x), 0, (p))
+#define LSTM_FW_CELL(row, z0, z1, z2, z3) {{                                              \
+    const long gb = ((row) * S + t) * 4 * H + j0, at = ((row) * S + t) * H + j0;            \
+    const long st = (row) * H + j0;                                                         \
+    const {v} a0 = tanh((z0) + LD(xs + gb)) * ({t})0.5 + ({t})0.5;                          \
+    const {v} a1 = tanh((z1) + LD(xs + gb + H)) * ({t})0.5 + ({t})0.5;                      \
+    const {v} a2 = tanh((z2) + LD(xs + gb + 2 * H));                                        \
+    const {v} a3 = tanh((z3) + LD(xs + gb + 3 * H)) * ({t})0.5 + ({t})0.5;                  \
+    ST(a0, gates + gb); ST(a1, gates + gb + H); ST(a2, gates + gb + 2 * H);                 \
+    ST(a3, gates + gb + 3 * H);                                                             \
+    {v} cell = a0 * a2;                                                                     \
+    if (has_c) cell = a1 * LD(c + st) + cell;                                               \
+    const {v} tc = tanh(cell), out = a3 * tc;                                               \
+    ST(cell, cs + at); ST(tc, tanh_c + at); ST(out, y + at); ST(cell, c + st); ST(out, h + st); \
+}}
+
+/* one LSTM step t forward: A is h_(t-1) (rows lda apart from a_off), U the packed u */
+__kernel void lstm_step_fw(__global const {t} *A, __global const {t} *U, __global const {t} *xs,
+                           __global {t} *c, __global {t} *h, __global {t} *gates,
+                           __global {t} *cs, __global {t} *tanh_c, __global {t} *y,
+                           __global const long *meta) {{
+    const long N = meta[0], H = meta[1], S = meta[2], t = meta[3], a_off = meta[4];
+    const long lda = meta[5], has_h = meta[6], has_c = meta[7];
+    const long jb = get_global_id(0), i0 = get_global_id(1) * {mf}, j0 = jb * {w};
+    A += a_off;
+{fw_decl}
+    if (has_h) {{
+        const __global {t} *up = U + jb * H * {4 * w};
+{fw_rows}
+        for (long p = 0; p < H; p++) {{
+            const __global {t} *bp = up + p * {4 * w};
+            const {v} b0 = vload{w}(0, bp), b1 = vload{w}(1, bp), b2 = vload{w}(2, bp);
+            const {v} b3 = vload{w}(3, bp);
+{fw_fma}
+        }}
+    }}
+{fw_cells}
+}}
+
+#define LSTM_BW_CELL(row, acc) {{                                                         \
+    const long gb = ((row) * S + t) * 4 * H + j0, at = ((row) * S + t) * H + j0;            \
+    const long st = (row) * H + j0;                                                         \
+    const {v} i = LD(gates + gb), f = LD(gates + gb + H), g = LD(gates + gb + 2 * H);       \
+    const {v} o = LD(gates + gb + 3 * H), tc = LD(tanh_c + at);                             \
+    {v} dh = ({v})(0);                                                                      \
+    if (has_prod) dh = (acc); else if (has_dh) dh = LD(dh_n + st);                          \
+    if (has_dy) dh = dh + LD(dy + at);                                                      \
+    {v} dcell = dh * (o * (({t})1 - tc * tc));                                              \
+    if (has_dc) dcell = dcell + LD(dc + st);                                                \
+    {v} c_prev = ({v})(0);                                                                  \
+    if (t > 0) c_prev = LD(cs + at - H); else if (has_c0) c_prev = LD(c0 + st);             \
+    ST(g * (i * (({t})1 - i)) * dcell, dz + gb);                                            \
+    ST(c_prev * (f * (({t})1 - f)) * dcell, dz + gb + H);                                   \
+    ST(i * (g * (({t})0 - g) + ({t})1) * dcell, dz + gb + 2 * H);                           \
+    ST(tc * (o * (({t})1 - o)) * dh, dz + gb + 3 * H);                                      \
+    ST(dcell * f, dc + st);                                                                 \
+}}
+
+/* one LSTM step t backward: dh from dz[:, t+1] @ u.T (has_prod; UT the packed u.T), or dh_n */
+__kernel void lstm_step_bw(__global const {t} *UT, __global const {t} *dy,
+                           __global const {t} *dh_n, __global {t} *dc, __global const {t} *c0,
+                           __global const {t} *gates, __global const {t} *cs,
+                           __global const {t} *tanh_c, __global {t} *dz,
+                           __global const long *meta) {{
+    const long N = meta[0], H = meta[1], S = meta[2], t = meta[3], has_prod = meta[4];
+    const long has_dh = meta[5], has_dy = meta[6], has_dc = meta[7], has_c0 = meta[8];
+    const long jb = get_global_id(0), i0 = get_global_id(1) * {mb}, j0 = jb * {w};
+{bw_decl}
+    if (has_prod) {{
+        const __global {t} *A = dz + (t + 1) * 4 * H;
+        const long lda = S * 4 * H;
+        const __global {t} *ut = UT + jb * 4 * H * {w};
+{bw_rows}
+        for (long k = 0; k < 4 * H; k++) {{
+            const {v} b = vload{w}(0, ut + k * {w});
+{bw_fma}
+        }}
+    }}
+{bw_cells}
+}}
+#undef LD
+#undef ST
+"""
 
 
 def _kernel(t: str, w: int, mr: int, at: bool, bt: bool, conv: bool = False) -> str:

@@ -20,6 +20,11 @@ from ._runtime import DTYPE_NAME as _NAME
 _BY_ROWS = {"bn_normalize": "bn_normalize_rows", "bn_backward_data": "bn_backward_data_rows"}
 _ROW_ITEMS = 16
 _ROW_COUNT = 64
+#: Shared kernels whose OpenCL build (``ROW_UNIT_2D``) runs over a 2-D range (units, rows) of
+#: the ``(rows, H)`` state: ``n = rows * H`` items, ``H`` their second argument.
+_ROW_UNIT = frozenset(
+    ("lstm_cell_forward", "lstm_cell_backward", "gru_cell_forward", "gru_cell_backward")
+)
 
 if TYPE_CHECKING:
     from ._runtime import DeviceRuntime
@@ -151,6 +156,78 @@ class OpenCLKernels(KernelHost):
     def kernel_arg(self, x: OpenCLArray) -> Any:
         return x._buf
 
+    # -- the LSTM's fused steps (arraycore's own GEMM devices) -----------------------------------
+    def _lstm_width(self, dtype: np.dtype, hidden: int) -> tuple[Any, int] | None:
+        """The ``(program dtype name, W)`` of the fused LSTM step kernels for ``dtype`` and
+        ``hidden`` units, where they run: arraycore's GEMM kernels serve this device and the
+        units are whole vectors of ``W``; else None."""
+        if not self.rt.own_gemm(dtype):
+            return None
+        name = "float64" if dtype == np.float64 else "float32"
+        _, (width, _) = self.rt.gemm_kernel(name, "gemm_nn")
+        return (name, width) if hidden % width == 0 else None
+
+    def lstm_steps_forward(
+        self, xp: Any, us: Any, h0: Any | None, c0: Any | None, state: Any
+    ) -> bool:
+        xs, c, h, gates, cs, tanh_c, y = state
+        n, t_len, hidden = (int(d) for d in y.shape)
+        found = self._lstm_width(y.dtype, hidden)
+        if found is None or n == 0:
+            return False
+        name, width = found
+        kernel, (_, mr) = self.rt.gemm_kernel(name, "lstm_step_fw")
+        # u packed per block of W units: (H / W, H, 4 gates, W), so that a work-item's four
+        # gate vectors of one step of k lie together
+        packed = xp.reshape(us, (hidden, 4, hidden // width, width))
+        packed = self._contiguous(xp.permute_dims(packed, (2, 0, 1, 3)))
+        rows = -(-n // max(mr // 2, 1))
+        bufs = [a._buf for a in (xs, c, h, gates, cs, tanh_c, y)]
+        # step t reads h_(t-1) whole from y[:, t-1] (from h0 itself at t = 0: h, which the
+        # step writes, cannot be its operand) and writes only its own units of y[:, t] and h
+        first = self.kernel_dense(h0) if h0 is not None else y
+        for t in range(t_len):
+            if t:
+                a, a_off, lda, has_h = y, (t - 1) * hidden, t_len * hidden, 1
+            else:
+                a, a_off, lda, has_h = first, 0, hidden, int(h0 is not None)
+            has_c = int(t > 0 or c0 is not None)
+            meta = self.rt.meta((n, hidden, t_len, t, a_off, lda, has_h, has_c))
+            self.rt.launch_tiles(kernel, (hidden // width, rows), a._buf, packed._buf, *bufs, meta)
+        return True
+
+    def lstm_steps_backward(
+        self, xp: Any, u: Any, dy: Any | None, dh_n: Any | None, has_dc: bool, c0: Any | None,
+        state: Any,
+    ) -> bool:  # fmt: skip
+        dc, gates, cs, tanh_c, dz = state
+        n, t_len, g4 = (int(d) for d in dz.shape)
+        hidden = g4 // 4
+        found = self._lstm_width(dz.dtype, hidden)
+        if found is None or n == 0:
+            return False
+        name, width = found
+        kernel, (_, mr) = self.rt.gemm_kernel(name, "lstm_step_bw")
+        # u.T packed per block of W units: (H / W, 4H, W), a work-item's W units of one row of
+        # u.T one vector
+        packed = xp.reshape(u, (hidden // width, width, g4))
+        packed = self._contiguous(xp.permute_dims(packed, (0, 2, 1)))
+        fallback = gates._buf  # read by no launch whose flag is off
+        dy_buf = self.kernel_dense(dy)._buf if dy is not None else fallback
+        dh_buf = self.kernel_dense(dh_n)._buf if dh_n is not None else fallback
+        c0_buf = self.kernel_dense(c0)._buf if c0 is not None else fallback
+        bufs = (packed._buf, dy_buf, dh_buf, dc._buf, c0_buf, gates._buf, cs._buf, tanh_c._buf)
+        rows = -(-n // mr)
+        flags = (int(dh_n is not None), int(dy is not None))
+        for t in range(t_len - 1, -1, -1):
+            last = t == t_len - 1
+            dc_in = int(has_dc or not last)
+            meta = (n, hidden, t_len, t, int(not last), *flags, dc_in, int(c0 is not None))
+            self.rt.launch_tiles(
+                kernel, (hidden // width, rows), *bufs, dz._buf, self.rt.meta(meta)
+            )
+        return True
+
     def kernel_launch(self, dtype: np.dtype, name: str, n: int, *args: Any) -> None:
         rows = _BY_ROWS.get(name)
         if rows is not None:  # args: (n, C, HW, ...)
@@ -158,4 +235,8 @@ class OpenCLKernels(KernelHost):
             if hw >= _ROW_ITEMS and n // hw >= _ROW_COUNT:
                 self.rt.launch(self.rt.kernel("nn", _NAME[dtype], rows), n // hw, *args)
                 return
+        if name in _ROW_UNIT:  # args: (n, H, ...)
+            h = int(args[1])
+            self.rt.launch_rows(self.rt.kernel("dk", _NAME[dtype], name), h, n // h, *args)
+            return
         self.rt.launch(self.rt.kernel("dk", _NAME[dtype], name), n, *args)

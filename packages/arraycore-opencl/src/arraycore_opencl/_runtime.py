@@ -254,6 +254,15 @@ class DeviceRuntime:
         with self._launch_lock:
             kernel(self.queue, tiles, (1, 1), *args)
 
+    def launch_rows(self, kernel: Any, cols: int, rows: int, *args: Any) -> None:
+        """Run ``kernel`` over a 2-D range of ``cols`` (rounded up to whole work-groups of up to
+        :attr:`local_size` items of one row) by ``rows`` work-items."""
+        if cols <= 0 or rows <= 0:
+            return
+        ls = min(self.local_size, 1 << (cols - 1).bit_length())
+        with self._launch_lock:
+            kernel(self.queue, (-(-cols // ls) * ls, rows), (ls, 1), *args)
+
     def launch(self, kernel: Any, n: int, *args: Any) -> None:
         """Run ``kernel`` over ``n`` work-items (rounded up to whole work-groups)."""
         if n <= 0:

@@ -74,6 +74,24 @@ class KernelHost(ABC):
         own = getattr(self, "matmul", None)
         return own(a, b) if own is not None else xp.matmul(a, b)
 
+    def lstm_steps_forward(
+        self, xp: Any, us: Any, h0: Any | None, c0: Any | None, state: Any
+    ) -> bool:
+        """Run :meth:`shared_lstm`'s loop over the time steps with the backend's own fused
+        step kernel (the recurrent product and the cell in one launch), if it has one for these
+        arrays; ``state`` holds the loop's dense arrays ``(xs, c, h, gates, cs, tanh_c, y)``
+        (``c`` and ``h`` holding copies of ``c0`` and ``h0`` where given). False: the shared
+        loop runs."""
+        return False
+
+    def lstm_steps_backward(
+        self, xp: Any, u: Any, dy: Any | None, dh_n: Any | None, has_dc: bool, c0: Any | None,
+        state: Any,
+    ) -> bool:  # fmt: skip
+        """Run :meth:`shared_lstm_backward`'s loop with the backend's own fused step kernel, if
+        it has one; ``state`` holds ``(dc, gates, cs, tanh_c, dz)``. False: the shared loop."""
+        return False
+
     def _dense_arg(self, x: Any) -> Any:
         return self.kernel_arg(self.kernel_dense(x))
 
@@ -548,6 +566,8 @@ class KernelHost(ABC):
         outputs = [self.kernel_arg(a) for a in (c, h, gates, cs, tanh_c, y)]
         sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
         has_h, has_c = h0 is not None, c0 is not None
+        if self.lstm_steps_forward(xp, us, h0, c0, (xs, c, h, gates, cs, tanh_c, y)):
+            return y, h, c, (gates, tanh_c, cs)
         for t in range(t_len):
             z = self.kernel_dense(self._step_product(xp, h, us)) if has_h else xs
             flags = (np.int32(has_h), np.int32(has_c))
@@ -581,9 +601,15 @@ class KernelHost(ABC):
         gates, tanh_c, cs = (self.kernel_dense(a) for a in saved)
         u_t = _nn_rnn.transposed_u(xp, u)
         dz = self.kernel_empty((n, t_len, 4 * hidden), dt)
-        dz_t = self.kernel_empty((n, 4 * hidden), dt)
         dc = xp.asarray(dc_n, copy=True) if dc_n is not None else self.kernel_empty((n, hidden), dt)
         dc = self.kernel_dense(dc)
+        if self.lstm_steps_backward(
+            xp, u, dy, dh_n, dc_n is not None, c0, (dc, gates, cs, tanh_c, dz)
+        ):
+            dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
+            dh0 = self._step_product(xp, dz[:, 0], u_t) if h0 is not None else None
+            return dx, dw, du, db, dh0, dc if c0 is not None else None
+        dz_t = self.kernel_empty((n, 4 * hidden), dt)
         dh = dh_n
         fallback = self.kernel_arg(gates)  # read by no launch whose flag is off
         dy_arg = self._dense_arg(dy) if dy is not None else fallback

@@ -743,7 +743,15 @@ def test_attention_scale_views_and_masked_rows(
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize(
     ("n", "steps", "features", "hidden", "state"),
-    [(3, 5, 4, 6, True), (3, 5, 4, 6, False), (2, 1, 3, 8, True), (5, 7, 16, 16, False)],
+    [
+        (3, 5, 4, 6, True),
+        (3, 5, 4, 6, False),
+        (2, 1, 3, 8, True),
+        (5, 7, 16, 16, False),
+        (2, 3, 4, 136, True),  # more units than a work-group of 128 has items
+        (9, 4, 5, 32, False),  # several blocks of units and rows, a partial block of rows
+        (3, 3, 5, 48, True),
+    ],
 )
 def test_lstm_matches_reference(
     xp: Any, dtype_name: str, n: int, steps: int, features: int, hidden: int, state: bool
@@ -805,7 +813,7 @@ def test_lstm_errors_name_the_op_and_shapes(xp: Any) -> None:
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize(
     ("n", "steps", "hidden", "state"),
-    [(3, 5, 6, True), (3, 5, 6, False), (2, 1, 8, True), (5, 7, 16, False)],
+    [(3, 5, 6, True), (3, 5, 6, False), (2, 1, 8, True), (5, 7, 16, False), (2, 3, 136, True)],
 )
 def test_gru_sequence_matches_reference(
     xp: Any, dtype_name: str, n: int, steps: int, hidden: int, state: bool
