@@ -314,6 +314,20 @@ def test_gelu_kernels(ocl: OpenCLRunner, dtype: str, kernel: str, approximate: s
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_relu_backward_kernel(ocl: OpenCLRunner, dtype: str) -> None:
+    """ReLU's gradient from its output against arraycore's reference: on where y > 0, off at 0
+    and below, NaN from a NaN or infinite dy either way (as the product)."""
+    _needs(ocl, dtype)
+    y = np.array([2.0, 0.0, -0.0, 1e-30, 3.0, 0.0, 5.0, 0.0], dtype)
+    dy = np.array([1.5, 2.0, -3.0, 4.0, np.nan, np.nan, -np.inf, np.inf], dtype)
+    with np.errstate(invalid="ignore"):
+        want = XP.nn.relu_backward(dy, y)
+    got = ocl.run("relu_backward", y.size, y.shape, dtype, dy, y)
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_layer_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
     """Layer norm forward (rows), input gradient (rows) and parameter gradients (columns)
     against arraycore's reference, rows of very different scales, and one-element rows, whose
@@ -606,7 +620,7 @@ def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
     tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
-    tested |= {"gelu_erf", "gelu_erf_backward"}
+    tested |= {"gelu_erf", "gelu_erf_backward", "relu_backward"}
     tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
     tested |= {"lstm_cell_forward", "lstm_cell_backward"}
     tested |= {"bn_chunk_stats", "bn_merge_stats", "bn_normalize", "bn_chunk_grads"}

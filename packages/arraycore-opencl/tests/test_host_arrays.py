@@ -57,6 +57,7 @@ def _nn_calls(nn: Any, x: Any, w: Any, dy: Any, flat: Any, labels: Any) -> dict[
         ),
         "gelu": lambda: nn.gelu(x),
         "gelu_backward": lambda: nn.gelu_backward(dy, x),
+        "relu_backward": lambda: nn.relu_backward(dy, x),
         "layer_norm": lambda: nn.layer_norm(flat, flat[0], flat[1]),
         "layer_norm_backward": lambda: nn.layer_norm_backward(
             flat, flat, flat[0], flat[:, 0], flat[:, 1]
@@ -114,6 +115,7 @@ USES = {
     "batch_norm_backward": {0, 2, 3},
     "gelu": {0},
     "gelu_backward": {0, 2},
+    "relu_backward": {0, 2},
     "layer_norm": {3},
     "layer_norm_backward": {3},
     "lstm": {0},

@@ -75,6 +75,7 @@ __all__ = [
     "max_pool2d",
     "max_pool2d_backward",
     "one_hot",
+    "relu_backward",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "softmax",
@@ -488,6 +489,23 @@ def gelu_backward(
     e = xp.exp(-2.0 * xp.abs(u))
     q = e / ((1.0 + e) * (1.0 + e))
     return dy * (s + (q * ((2.0 * GELU_K) + (6.0 * GELU_K * GELU_C) * (x * x))) * x)
+
+
+# -- ReLU ---------------------------------------------------------------------------------------
+def check_relu_backward(isdtype: Any, dy: Array, y: Array) -> None:
+    """Raise unless ``dy`` and ``y`` share one shape and one real floating dtype."""
+    check_float("relu_backward", isdtype, dy=dy, y=y)
+    if tuple(dy.shape) != tuple(y.shape):
+        raise ValueError(f"relu_backward: shapes differ (dy {tuple(dy.shape)}, y {tuple(y.shape)})")
+
+
+def relu_backward(xp: Namespace, dy: Array, y: Array) -> Array:
+    """Gradient of ReLU from its output ``y = max(x, 0)``: ``dy * (y > 0)``, so ``dy`` where the
+    unit is on and 0 where it is off (a NaN or infinity in ``dy`` there gives NaN, as the product
+    does); one pass where the backend has a kernel for it, instead of a comparison, a cast and a
+    product."""
+    check_relu_backward(xp, dy, y)
+    return xp.multiply(dy, xp.astype(xp.greater(y, 0.0), dy.dtype))
 
 
 # -- softmax family -----------------------------------------------------------------------------

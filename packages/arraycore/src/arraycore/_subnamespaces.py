@@ -136,6 +136,11 @@ class NNNamespace(_SubNamespace):
         """Gradient of :meth:`gelu` at ``x``, times ``dy``."""
         return _nn.gelu_backward(self._xp, dy, x, approximate=approximate)
 
+    def relu_backward(self, dy: Array, y: Array) -> Array:
+        """Gradient of ReLU from its output ``y = maximum(x, 0)``: ``dy * (y > 0)`` in one pass
+        (``dy`` where the unit is on, 0 where it is off; NaN from a NaN or infinite ``dy`` there)."""
+        return _nn.relu_backward(self._xp, dy, y)
+
     def softmax(self, x: Array, axis: int = -1) -> Array:
         """Numerically stable softmax along ``axis``."""
         return _nn.softmax(self._xp, x, axis)

@@ -32,6 +32,7 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``gelu(n, out, x)``, ``gelu_backward(n, out, dy, x)``: GELU's tanh approximation, one pass;
   ``gelu_erf(n, out, x)``, ``gelu_erf_backward(n, out, dy, x)``: exact GELU, ``x Phi(x)`` with
   ``Phi(x) = 0.5 erfc(-x / sqrt 2)`` from the device's math library;
+- ``relu_backward(n, out, dy, y)``: ReLU's gradient from its output, ``dy * (y > 0)``;
 - ``layer_norm_rows(rows, d, y, mean, inv_std, x, gamma, beta, eps)``,
   ``layer_norm_backward_rows(rows, d, dx, dy, x, gamma, mean, inv_std)`` (one work item per
   row) and ``layer_norm_param_grads(rows, d, dgamma, dbeta, dy, x, mean, inv_std)`` (one work
@@ -80,6 +81,7 @@ KERNELS = (
     "gelu_backward",
     "gelu_erf",
     "gelu_erf_backward",
+    "relu_backward",
     "layer_norm_rows",
     "layer_norm_backward_rows",
     "layer_norm_param_grads",
@@ -392,6 +394,14 @@ KERNEL void softmax_xent_rows(const i64 rows, const i64 cols, GLOBAL T* dlogits,
         d[k] = (EXP(log_p) - (k == label ? (T)1 : (T)0)) * scale;
     }
     row_loss[r] = hit ? -scale * ((row[label] - m) - ls) : (T)0;
+}
+
+/* ReLU's gradient from its output: dy * (y > 0), as arraycore's reference (NaN from a NaN or
+   infinite dy where the unit is off) */
+KERNEL void relu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL const T* y) {
+    const i64 gid = GID;
+    if (gid >= n) return;
+    out[gid] = dy[gid] * (y[gid] > (T)0 ? (T)1 : (T)0);
 }
 
 /* GELU, tanh approximation, with its gate s = 0.5 (1 + tanh(u)) = sigmoid(2u) written through
@@ -968,6 +978,7 @@ SHARED_NN: tuple[str, ...] = (
     "softmax_cross_entropy",
     "gelu",
     "gelu_backward",
+    "relu_backward",
     "batch_norm",
     "batch_norm_backward",
     "layer_norm",

@@ -426,6 +426,17 @@ class KernelHost(ABC):
             return _nn.gelu_backward(namespace_of(x), dy, x, approximate=approximate)
         return out
 
+    # -- ReLU ----------------------------------------------------------------------------------------
+    def shared_relu_backward(self, dy: Any, y: Any) -> Any:
+        """:func:`arraycore._nn.relu_backward` in one launch (a comparison, a cast and a product
+        otherwise: three passes)."""
+        xp = self._kernel_xp("relu_backward", dy, y)
+        _nn.check_relu_backward(xp.isdtype, dy, y)
+        if dtype_name(dy.dtype) not in DTYPES:
+            return _nn.relu_backward(xp, dy, y)
+        out = self.kernel_empty(tuple(int(s) for s in dy.shape), dy.dtype)
+        return self._launch_into(out, "relu_backward", self._dense_arg(dy), self._dense_arg(y))
+
     # -- batch normalisation ----------------------------------------------------------------------
     #: Elements of a channel one work item of the statistics kernels sums (whole samples).
     BN_CHUNK = 4096

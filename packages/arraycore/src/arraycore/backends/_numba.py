@@ -6,10 +6,11 @@ NumPy backend then runs the compiled loops of :mod:`._numba_kernels` for float32
 ``nn.batch_norm``, ``nn.layer_norm`` and their gradients (one or two passes over memory instead
 of the NumPy code's five to eight, spread over the OpenMP threads) and for float32/float64
 ``inplace.scatter_add`` along axis 0 (an embedding's gradient: whole rows added in
-``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), and for
-``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum). Without numba,
-for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code runs: it stays the
-readable reference and the fallback.
+``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), for
+``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum) and for
+large ``nn.relu_backward`` (one pass over the threads, not a comparison and a product on one).
+Without numba, for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code
+runs: it stays the readable reference and the fallback.
 
 Threads: numba's ``omp`` threading layer runs on the process's GNU OpenMP pool, the one oneDNN's
 kernels use (:mod:`._openmp`), so the two never fight for the cores; arraycore puts ``omp`` first
@@ -95,7 +96,7 @@ def _run(kernel: str, *args: Any) -> Any:
         return _FAILED
 
 
-#: The dtypes of the kernels that are not float32-only (scatter-add, max-pool backward).
+#: The dtypes of the kernels that are not float32-only (scatter-add, max-pool and ReLU backward).
 _FLOATS: tuple[type, ...] = (np.float32, np.float64)
 
 
@@ -104,6 +105,21 @@ def _takes(*arrays: np.ndarray, dtypes: tuple[type, ...] = (np.float32,)) -> boo
     most kernels) and C-contiguous."""
     dt = arrays[0].dtype
     return dt in dtypes and all(a.dtype == dt and a.flags.c_contiguous for a in arrays)
+
+
+#: Elements below which an element-wise kernel is not worth starting the threads for.
+PARALLEL_MIN = 1 << 15
+
+
+def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """``dy * (y > 0)`` in one pass over the threads, or ``None`` where the kernel does not
+    take the operands (small, other dtypes or layouts)."""
+    if dy.size < PARALLEL_MIN or not _takes(dy, y, dtypes=_FLOATS) or kernels() is None:
+        return None
+    out = np.empty_like(dy)
+    if _run("relu_backward", dy.reshape(-1), y.reshape(-1), out.reshape(-1)) is _FAILED:
+        return None
+    return out
 
 
 def batch_norm(
@@ -148,6 +164,7 @@ def scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: 
         or out.size == 0
         or not _takes(out, values, dtypes=_FLOATS)
         or indices.ndim != 1
+        or indices.size == 0  # nothing to add (and no row length to read off the values)
         or indices.dtype.kind != "i"
         or np.may_share_memory(out, values)
         or kernels() is None

@@ -203,3 +203,10 @@ def layer_norm_backward(dy, x, gamma, mean, inv_std, dx, dgamma, dbeta, blocks):
             tb += part_b[b, j]
         dgamma[j] = tg
         dbeta[j] = tb
+
+
+@njit(parallel=True, cache=True)
+def relu_backward(dy, y, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """``out = dy * (y > 0)`` over flat arrays, the items split over the threads."""
+    for i in prange(dy.shape[0]):
+        out[i] = dy[i] * (y[i] > 0)

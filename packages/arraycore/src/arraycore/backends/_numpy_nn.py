@@ -62,6 +62,7 @@ __all__ = [
     "batch_norm_backward",
     "gelu",
     "gelu_backward",
+    "relu_backward",
     "layer_norm",
     "layer_norm_backward",
     "softmax",
@@ -468,6 +469,31 @@ def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "tanh") -
         return plan.backward(dy, x)
     erfc_fn = _scipy_erfc()
     return np.asarray(_nn.gelu_backward(np, dy, x, approximate=approximate, erfc_fn=erfc_fn))
+
+
+#: The dtypes :func:`relu_backward` checks inline (the rest go through the full check).
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`arraycore._nn.relu_backward`: one compiled pass over the OpenMP threads (numba)
+    for large float32/float64 arrays, else NumPy's product with the comparison (which, like
+    ``xp.multiply``, warns where an infinite ``dy`` meets an off unit)."""
+    dt = dy.dtype
+    if not (
+        type(dy) is np.ndarray
+        and type(y) is np.ndarray
+        and y.dtype is dt
+        and (dt is _F32 or dt is _F64)
+        and dy.shape == y.shape
+    ):  # the common case checked inline: a small layer's step pays little over two calls
+        _nn.check_relu_backward(np.isdtype, dy, y)
+    elif dy.size >= _numba.PARALLEL_MIN:
+        out = _numba.relu_backward(dy, y)
+        if out is not None:
+            return out
+    product: np.ndarray = np.multiply(dy, np.greater(y, 0.0))  # a float times a bool: dy.dtype
+    return product
 
 
 # -- pooling ----------------------------------------------------------------------------------------

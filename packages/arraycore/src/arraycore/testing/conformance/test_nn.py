@@ -480,6 +480,38 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     assert np.isnan(grad[1]).all() and np.isfinite(grad[0]).all()
 
 
+# -- ReLU's gradient ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("shape", [(9,), (3, 4, 5), (2, 0, 3), (), (64, 32, 33)])
+def test_relu_backward_is_dy_where_the_output_is_positive(
+    xp: Any, dtype_name: str, shape: tuple[int, ...]
+) -> None:
+    """``nn.relu_backward(dy, y)`` is ``dy * (y > 0)`` to the bit, any shape (empty and 0-d
+    included, and one of 67584 items, which the NumPy backend spreads over threads): ``dy``
+    where the output is positive, a zero of ``dy``'s sign at 0, -0 and below, NaN from a NaN or
+    infinite ``dy`` either way; non-contiguous operands give the same."""
+    dtype = _dtype(xp, dtype_name)
+    y_np = np.maximum(_random(27, shape, dtype), 0).astype(dtype)
+    dy_np = _random(28, shape, dtype)
+    flat_y, flat_dy = y_np.reshape(-1), dy_np.reshape(-1)
+    if flat_y.size >= 8:
+        flat_y[:8] = [1.0, 0.0, -0.0, 2.0, 0.0, 3.0, 0.0, 1e-30]
+        flat_dy[:8] = [np.nan, np.nan, np.inf, np.inf, -np.inf, -2.5, -2.5, 4.0]
+    with np.errstate(invalid="ignore"):
+        want = dy_np * (y_np > 0)
+    with np.errstate(invalid="ignore"):  # NumPy's product warns of inf * 0, as xp.multiply
+        got = xp.nn.relu_backward(xp.asarray(dy_np), xp.asarray(y_np))
+    assert got.dtype == dtype and tuple(got.shape) == shape
+    got_np = xp.to_numpy(got)
+    np.testing.assert_array_equal(got_np, want)
+    assert np.array_equal(np.signbit(got_np), np.signbit(want))
+    if len(shape) == 3 and 0 not in shape:
+        dy_t, y_t = (xp.permute_dims(xp.asarray(a), (2, 0, 1)) for a in (dy_np, y_np))
+        with np.errstate(invalid="ignore"):
+            got_t = xp.nn.relu_backward(dy_t, y_t)
+        np.testing.assert_array_equal(xp.to_numpy(got_t), want.transpose(2, 0, 1))
+
+
 # -- GELU ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize("shape", [(257,), (3, 4, 5), (2, 0, 3), ()])

@@ -284,6 +284,18 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         ValueError,
         r"gelu_backward: shapes differ \(dy \(3, 4\), x \(4, 3\)\)",
     ),
+    (
+        "relu_backward-shapes",
+        lambda xp: xp.nn.relu_backward(_f32(xp, 3, 4), _f32(xp, 4, 3)),
+        ValueError,
+        r"relu_backward: shapes differ \(dy \(3, 4\), y \(4, 3\)\)",
+    ),
+    (
+        "relu_backward-integer",
+        lambda xp: xp.nn.relu_backward(_f32(xp, 3), xp.zeros((3,), dtype=xp.int32)),
+        TypeError,
+        r"relu_backward: y must have a real floating dtype, got int32",
+    ),
 ]
 
 

@@ -123,9 +123,9 @@ class Relu(Unary):
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        # dy * (y > 0): a product measured 5x faster than where() on NumPy (a NaN or inf in
-        # dy where the unit is off gives NaN here rather than 0)
-        return (xp.multiply(dy, xp.greater(output, 0.0)),)
+        # dy * (y > 0) in one pass (a NaN or inf in dy where the unit is off gives NaN here
+        # rather than 0): a kernel on device backends, threads on the NumPy backend's
+        return (xp.nn.relu_backward(dy, output),)
 
 
 class LeakyRelu(Unary):
