@@ -380,16 +380,18 @@ class InplaceNamespace(_SubNamespace):
         one of its array arguments, and returns ``None``, an array or a tuple of arrays; no
         reductions, indexing or reads to the host. Calling the result is calling ``fn``: a backend
         with a fuser traces it into one kernel launch instead of one per operation; backends
-        without one, NumPy among them, run ``fn`` as it is. Make the fused function once (not
-        per step): tracing is what costs.
+        without one run ``fn`` as it is. Make the fused function once (not per step): tracing is
+        what costs.
 
         ``scalar_operands=True`` promises that ``fn`` uses its scalar arguments only as operands
         of operations on arrays, never in arithmetic with each other or with constants (``1.0 -
         b1``: pass ``1 - b1`` as an argument instead). The fusers fuse only such functions: CUDA
         with ``cupy.fuse`` (CuPy 14.2 computes arithmetic between scalars in float16), OpenCL by
         recording the ``xp.inplace`` calls of a chain made of nothing else into one kernel
-        (anything else runs as it is). nnlayers' optimiser updates keep the promise. A fuser
-        calls ``fn`` once per signature with stand-ins of its arguments to trace it.
+        (anything else runs as it is), NumPy with numba (``arraycore[numba]``) by compiling that
+        chain into one loop over the threads for arrays of 16384 items or more, to the bit the
+        plain calls' results. nnlayers' optimiser updates keep the promise. A fuser calls ``fn``
+        once per signature with stand-ins of its arguments to trace it.
 
         >>> import arraycore
         >>> xp = arraycore.namespace("numpy")

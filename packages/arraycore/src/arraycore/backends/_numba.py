@@ -8,7 +8,8 @@ of the NumPy code's five to eight, spread over the OpenMP threads) and for float
 ``inplace.scatter_add`` along axis 0 (an embedding's gradient: whole rows added in
 ``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), for
 ``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum) and for
-large ``nn.relu_backward`` (one pass over the threads, not a comparison and a product on one).
+large ``nn.relu_backward`` (one pass over the threads, not a comparison and a product on one),
+and ``xp.inplace.fuse`` compiles update chains (:mod:`._numba_fuse`).
 Without numba, for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code
 runs: it stays the readable reference and the fallback.
 
@@ -75,14 +76,23 @@ def status() -> str:
     return f"numba {numba.__version__} ({layer})"
 
 
-#: What :func:`_run` returns when numba failed.
-_FAILED: Any = object()
+#: What :func:`_run` and :func:`call` return when numba failed.
+FAILED: Any = object()
 
 
 def _run(kernel: str, *args: Any) -> Any:
     """Run ``kernel`` on ``args`` with the OpenMP thread count in force and return its result;
-    :data:`_FAILED` (and numba off for the rest of the process, with the reason in
+    :data:`FAILED` (and numba off for the rest of the process, with the reason in
     :func:`status`) if numba fails."""
+    found = call(getattr(_STATE["kernels"], kernel), *args)
+    if found is FAILED:
+        _STATE["kernels"], _STATE["why"] = None, f"{kernel} failed to compile: {_STATE['error']}"
+    return found
+
+
+def call(fn: Any, *args: Any) -> Any:
+    """Run the compiled function ``fn`` on ``args`` with the OpenMP thread count in force (see
+    the module's docstring) and return its result, or :data:`FAILED` if numba fails."""
     numba = _STATE["numba"]
     wanted = min(
         _openmp.max_threads() or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS
@@ -90,10 +100,10 @@ def _run(kernel: str, *args: Any) -> Any:
     try:
         if numba.get_num_threads() != wanted:
             numba.set_num_threads(wanted)
-        return getattr(_STATE["kernels"], kernel)(*args)
+        return fn(*args)
     except numba.core.errors.NumbaError as exc:
-        _STATE["kernels"], _STATE["why"] = None, f"{kernel} failed to compile: {exc}"
-        return _FAILED
+        _STATE["error"] = exc
+        return FAILED
 
 
 #: The dtypes of the kernels that are not float32-only (scatter-add, max-pool and ReLU backward).
@@ -117,7 +127,7 @@ def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if dy.size < PARALLEL_MIN or not _takes(dy, y, dtypes=_FLOATS) or kernels() is None:
         return None
     out = np.empty_like(dy)
-    if _run("relu_backward", dy.reshape(-1), y.reshape(-1), out.reshape(-1)) is _FAILED:
+    if _run("relu_backward", dy.reshape(-1), y.reshape(-1), out.reshape(-1)) is FAILED:
         return None
     return out
 
@@ -132,7 +142,7 @@ def batch_norm(
     x3 = x.reshape(x.shape[0], x.shape[1], -1)
     y = np.empty_like(x3)
     mean, inv_std = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
-    if _run("batch_norm", x3, gamma, beta, float(eps), y, mean, inv_std) is _FAILED:
+    if _run("batch_norm", x3, gamma, beta, float(eps), y, mean, inv_std) is FAILED:
         return None
     return y.reshape(x.shape), mean, inv_std
 
@@ -148,7 +158,7 @@ def batch_norm_backward(
     dx = np.empty_like(x3)
     dgamma, dbeta = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
     args = (dy.reshape(x3.shape), x3, gamma, mean, inv_std, dx, dgamma, dbeta)
-    if _run("batch_norm_backward", *args) is _FAILED:
+    if _run("batch_norm_backward", *args) is FAILED:
         return None
     return dx.reshape(x.shape), dgamma, dbeta
 
@@ -187,7 +197,7 @@ def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray |
     geometry = (win.kh, win.kw, win.stride[0], win.stride[1], top, left)
     dy3 = dy.reshape(-1, win.out_h, win.out_w)
     found = _run("max_pool2d_backward", dy3, x.reshape(planes), *geometry, dx.reshape(planes))
-    return None if found is _FAILED else dx
+    return None if found is FAILED else dx
 
 
 def layer_norm(
@@ -203,7 +213,7 @@ def layer_norm(
     mean, inv_std = np.empty(x2.shape[0], x.dtype), np.empty(x2.shape[0], x.dtype)
     if (
         _run("layer_norm", x2, gamma.reshape(d), beta.reshape(d), float(eps), y, mean, inv_std)
-        is _FAILED
+        is FAILED
     ):
         return None
     lead = x.shape[: x.ndim - gamma.ndim]
@@ -223,6 +233,6 @@ def layer_norm_backward(
     dgamma, dbeta = np.empty(d, x.dtype), np.empty(d, x.dtype)
     blocks = max(1, min(x2.shape[0], 4 * (_openmp.max_threads() or 1)))
     args = (dy.reshape(x2.shape), x2, gamma.reshape(d), mean.reshape(-1), inv_std.reshape(-1))
-    if _run("layer_norm_backward", *args, dx, dgamma, dbeta, blocks) is _FAILED:
+    if _run("layer_norm_backward", *args, dx, dgamma, dbeta, blocks) is FAILED:
         return None
     return dx.reshape(x.shape), dgamma.reshape(gamma.shape), dbeta.reshape(gamma.shape)

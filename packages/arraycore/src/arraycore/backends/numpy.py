@@ -377,7 +377,7 @@ class NumpyBackend(Backend):
         return state.random(shape, dtype=dtype)
 
     def overrides(self) -> dict[str, Callable[..., Any]]:
-        from . import _numpy_linalg, _numpy_nn, _numpy_searching
+        from . import _numba_fuse, _numpy_linalg, _numpy_nn, _numpy_searching
 
         table: dict[str, Callable[..., Any]] = {name: getattr(np, name) for name in _SAME_AS_NUMPY}
         table.update(
@@ -396,6 +396,7 @@ class NumpyBackend(Backend):
         table["inplace.copy"] = _inplace_copy
         table["inplace.fill"] = _inplace_fill
         table["inplace.scatter_add"] = _scatter_add
+        table["inplace.fuse"] = _numba_fuse.fuse
         for name in _numpy_nn.__all__:
             table[f"nn.{name}"] = getattr(_numpy_nn, name)
         return table
