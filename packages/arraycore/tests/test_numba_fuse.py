@@ -55,8 +55,8 @@ def test_fused_chains_give_the_plain_calls_bits(dtype: str) -> None:
     """Adam's chain and one with a literal constant, fused (one compiled loop, taken: the
     signature's kernel is there) and plain, over several steps: the same bits everywhere."""
     for fn, count, scalars in ((adam, 5, ADAM_SCALARS), (with_constant, 2, (3.0,))):
-        fused = IP.fuse(fn, scalar_operands=True)
-        assert isinstance(fused, _numba_fuse.Fused)
+        fused: Any = IP.fuse(fn, scalar_operands=True)
+        assert fused is not fn and fused.__wrapped__ is fn
         a, b = _arrays(count, N, dtype), _arrays(count, N, dtype)
         for _ in range(3):
             fused(*a, *scalars)
@@ -70,7 +70,7 @@ def test_what_is_not_fused_runs_the_chain_as_it_is() -> None:
     """Small arrays, NumPy scalars (which NumPy does not round to the arrays' dtype), strided,
     overlapping or mixed arguments, keyword arguments and chains the fuser cannot express run
     the plain calls: the same results, and no loop compiled for them."""
-    fused = IP.fuse(with_constant, scalar_operands=True)
+    fused: Any = IP.fuse(with_constant, scalar_operands=True)
     cases = [
         lambda a, b: (a[:100], b[:100], 3.0),  # small
         lambda a, b: (a, b, np.float64(3.0)),  # a NumPy scalar
@@ -93,7 +93,7 @@ def test_what_is_not_fused_runs_the_chain_as_it_is() -> None:
     def other(x: Any, y: Any) -> None:
         IP.maximum(x, y, out=x)  # no fused expression for maximum
 
-    untraceable = IP.fuse(other, scalar_operands=True)
+    untraceable: Any = IP.fuse(other, scalar_operands=True)
     x, y = _arrays(2, N, "float32")
     want = np.maximum(x, y)
     untraceable(x, y)

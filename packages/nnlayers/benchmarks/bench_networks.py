@@ -518,7 +518,13 @@ def main(argv: list[str] | None = None) -> int:
         # As cudnn.benchmark for PyTorch: CLBlast's GEMM tiles timed per shape on the device.
         os.environ.setdefault("ARRAYCORE_OPENCL_TUNE", "1")
         tune = os.environ["ARRAYCORE_OPENCL_TUNE"]
-        notes.append(f"OpenCL: ARRAYCORE_OPENCL_TUNE={tune} (CLBlast's GEMM parameters per shape).")
+        from arraycore_opencl._runtime import describe_gemm
+
+        notes.append(
+            f"OpenCL: {describe_gemm()}; ARRAYCORE_OPENCL_TUNE={tune} (CLBlast's GEMM "
+            "parameters per shape, where CLBlast runs). PoCL runs its kernels on the same cores "
+            "whatever the thread count: its column is the same device at one and two threads."
+        )
     info = machine(f"torch {torch.__version__}" if torch is not None else TORCH_NOTE)
     info["onednn"] = onednn.status()
     print(f"{info['cpu']} | {info['numpy']} | {info['torch']} | {info['onednn']}", flush=True)

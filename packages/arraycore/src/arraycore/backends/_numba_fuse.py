@@ -134,18 +134,37 @@ def _load(text: str) -> Callable[..., Any]:
 
 
 class Fused:
-    """``fn`` as one compiled loop per signature where it can be traced; ``fn`` itself for
-    small arrays, other arguments, or where tracing or compiling fails."""
+    """The compiled loops of one chain ``fn``, per signature; :meth:`function` is what
+    ``xp.inplace.fuse`` hands back."""
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self.fn = fn
-        self.__wrapped__ = fn
+        #: signature -> compiled loop, or False where ``fn`` cannot be traced
         self.kernels: dict[tuple[Any, ...], Any] = {}
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        plan = None if kwargs else self._signature(args)
+    def function(self) -> Callable[..., Any]:
+        """``fn`` as one compiled loop per signature where it can be traced; ``fn`` itself for
+        small arrays (decided first, with one test), other arguments, or where tracing or
+        compiling fails. A plain function (with ``kernels`` and ``__wrapped__``), not a
+        callable object: a small parameter's update pays one call, as before."""
+        fn, run, limit = self.fn, self._run, MIN_ITEMS
+
+        def fused(*args: Any, **kwargs: Any) -> Any:
+            first = args[0] if args else None
+            if (type(first) is np.ndarray and first.size < limit) or kwargs:
+                return fn(*args, **kwargs)
+            return run(args)
+
+        fused.kernels = self.kernels  # type: ignore[attr-defined]
+        fused.__wrapped__ = fn  # type: ignore[attr-defined]
+        fused.__name__ = fused.__qualname__ = getattr(fn, "__name__", "fused")
+        fused.__doc__ = fn.__doc__
+        return fused
+
+    def _run(self, args: tuple[Any, ...]) -> Any:
+        plan = self._signature(args)
         if plan is None:
-            return self.fn(*args, **kwargs)
+            return self.fn(*args)
         key, arrays = plan
         kernel = self.kernels.get(key)
         if kernel is None:
@@ -206,11 +225,11 @@ class Fused:
 
 
 def fuse(fn: Callable[..., Any], *, scalar_operands: bool = False) -> Callable[..., Any]:
-    """``xp.inplace.fuse`` of the NumPy backend: a :class:`Fused` loop where numba is there and
+    """``xp.inplace.fuse`` of the NumPy backend: :class:`Fused` loops where numba is there and
     ``fn`` promises ``scalar_operands``; ``fn`` itself otherwise."""
     from ..backend import check_fuse_args
 
     check_fuse_args(fn, scalar_operands)
     if not scalar_operands or _numba.kernels() is None:
         return fn
-    return Fused(fn)
+    return Fused(fn).function()
