@@ -251,8 +251,9 @@ class Graph:
         (a caller checked the host data they come from, as ``fit`` does with
         :meth:`Model.check_data <nnlayers.models.Model.check_data>`): the ops reading them as
         indices (``take``: an embedding lookup) skip arraycore's check of each step's values,
-        which on a device is a wait for its queue. Values fed there that are not in range then
-        wrap around (``arraycore.checks``); host (NumPy) feeds are still checked every step."""
+        which on a device is a wait for its queue, and the graph does not check host (NumPy)
+        feeds of them again either. Values fed there that are not in range then wrap around,
+        as under ``arraycore.checks(False)``: trust only what was checked."""
         mine = {id(node): i for i, node in self._placeholders}
         slots = frozenset(mine[id(p)] for p in placeholders if id(p) in mine)
         before = self._trusted
@@ -452,14 +453,19 @@ def check_indices(node: Expr, value: np.ndarray, n: int, reader: str) -> None:
     lo, hi = int(value.min()), int(value.max())
     if -n <= lo and hi < n:
         return
-    bad = (value < -n) | (value >= n)
-    where = np.argwhere(bad)[:5]
-    shown = ", ".join(f"{value[tuple(w)]} at {tuple(int(x) for x in w)}" for w in where)
-    more = f" and {int(bad.sum()) - len(where)} more" if bad.sum() > len(where) else ""
     raise FeedIndexError(
         f"feed: {node.describe()} holds indices for {reader} into an axis of length {n}, which "
-        f"must be in [-{n}, {n}); got {shown}{more}"
+        f"must be in [-{n}, {n}); got {_listing(value, (value < -n) | (value >= n))}"
     )
+
+
+def _listing(value: np.ndarray, bad: np.ndarray) -> str:
+    """The first five values of ``value`` where ``bad`` is set, with their positions, and how
+    many more there are."""
+    where = np.argwhere(bad)[:5]
+    shown = ", ".join(f"{value[tuple(w)]} at {tuple(int(x) for x in w)}" for w in where)
+    count = int(bad.sum())
+    return shown + (f" and {count - len(where)} more" if count > len(where) else "")
 
 
 def check_feed_dtype(node: Expr, value: Any) -> None:
@@ -490,12 +496,9 @@ def check_labels(node: Expr, value: Any, classes: int, reader: str) -> None:
         return  # the common case, one reduction: as unsigned, a negative label is huge
     bad = (value < 0) | (value >= classes)
     if bad.any():
-        where = np.argwhere(bad)[:5]
-        shown = ", ".join(f"{value[tuple(w)]} at {tuple(int(x) for x in w)}" for w in where)
-        more = f" and {int(bad.sum()) - len(where)} more" if bad.sum() > len(where) else ""
         raise FeedError(
             f"feed: {node.describe()} holds class labels for {reader}, which must be in "
-            f"[0, {classes}); got {shown}{more}"
+            f"[0, {classes}); got {_listing(value, bad)}"
         )
 
 
