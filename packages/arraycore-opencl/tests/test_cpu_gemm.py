@@ -267,3 +267,43 @@ def test_implicit_convolution_of_nothing(own: Any) -> None:
         xp.ones((2, 0, 8, 8), dtype=xp.float32), xp.ones((4, 0, 3, 3), dtype=xp.float32)
     )
     np.testing.assert_array_equal(xp.to_numpy(y), np.zeros((2, 4, 6, 6), np.float32))
+
+
+@pytest.mark.parametrize("hidden", [16, 48, 20])
+def test_lstm_steps_run_fused_and_match_the_shared_loop(own: Any, hidden: int) -> None:
+    """Where the units are whole vectors, each LSTM step is one launch each way
+    (``lstm_step_fw``, ``lstm_step_bw``) instead of a product and a cell kernel; outputs and
+    every gradient match the shared loop's (the per-step product, then the cell) to rounding,
+    with and without an initial state; a width that is not whole vectors takes the shared loop."""
+    from arraycore_opencl import _nn_kernels
+
+    xp = own
+    width = xp._backend.rt.gemm_kernel("float32", "gemm_nn")[1][0]
+    n, steps, features = 5, 4, 3
+
+    def run(h: int, state: bool) -> list[np.ndarray]:
+        rng = np.random.default_rng(4)  # the same numbers for both paths
+        arrays = [(rng.standard_normal(s) * 0.4).astype(np.float32) for s in (
+            (n, steps, features), (features, 4 * h), (h, 4 * h), (4 * h,), (n, h), (n, h),
+            (n, steps, h), (n, h), (n, h),
+        )]  # fmt: skip
+        x, w, u, b, h0, c0, dy, dh, dc = (xp.asarray(a) for a in arrays)
+        h0, c0 = (h0, c0) if state else (None, None)
+        y, h_n, c_n, saved = xp.nn.lstm(x, w, u, b, h0, c0)
+        grads = xp.nn.lstm_backward(dy, dh, dc, x, w, u, b, h0, c0, y, saved)
+        return [xp.to_numpy(a) for a in (y, h_n, c_n, *grads) if a is not None]
+
+    for state in (True, False):
+        xp.gemm_launches.clear()
+        fused = run(hidden, state)
+        if hidden % width == 0:
+            assert xp.gemm_launches.count("lstm_step_fw") == steps
+            assert xp.gemm_launches.count("lstm_step_bw") == steps
+        else:
+            assert "lstm_step_fw" not in xp.gemm_launches
+        with pytest.MonkeyPatch.context() as mp:  # the shared loop on the same numbers
+            mp.setattr(_nn_kernels.OpenCLKernels, "lstm_steps_forward", lambda *a: False)
+            mp.setattr(_nn_kernels.OpenCLKernels, "lstm_steps_backward", lambda *a: False)
+            shared = run(hidden, state)
+        for got, want in zip(fused, shared, strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
