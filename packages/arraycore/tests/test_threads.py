@@ -158,6 +158,17 @@ def test_check_threads_applies_the_variable_to_pools_loaded_since_import(
     assert {pool["num_threads"] for pool in threadpool_info()} == {1}
 
 
+def test_check_threads_gives_pools_reset_since_set_threads_its_count_again() -> None:
+    """A library imported after ``set_threads`` may set the pools again (PyTorch puts OpenMP
+    back to every core when imported): ``check_threads``, where training starts, applies the
+    chosen count once more."""
+    arraycore.set_threads(1)
+    threadpool_limits(limits=2)  # what such an import does
+    assert max(pool["num_threads"] for pool in threadpool_info()) == 2
+    assert not arraycore.check_threads(load=99.0, cores=1)  # a count was chosen: no warning
+    assert {pool["num_threads"] for pool in threadpool_info()} == {1}
+
+
 def test_an_explicit_count_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARRAYCORE_NUM_THREADS", "1")
     with arraycore.threads(1):

@@ -180,9 +180,11 @@ def check_threads(
     cores: int | None = None,
     stacklevel: int = 1,
 ) -> bool:
-    """Call where heavy host work starts (nnlayers' ``fit`` does): applies
-    ``ARRAYCORE_NUM_THREADS`` to pools loaded since import, and warns, once per process, when
-    the machine is already loaded. Returns whether it warned.
+    """Call where heavy host work starts (nnlayers' ``fit`` does): applies the thread count in
+    force (:func:`set_threads` or :func:`threads`, else ``ARRAYCORE_NUM_THREADS``) to pools
+    loaded or reset since it was set (importing PyTorch after ``set_threads(1)`` puts the OpenMP
+    pool back to every core), and warns, once per process, when the machine is already loaded.
+    Returns whether it warned.
 
     The :class:`~arraycore.errors.PerformanceWarning` comes when all of these hold: ``xp`` (the
     namespace about to do the work; ``None``: the NumPy backend) computes with NumPy's BLAS;
@@ -200,7 +202,7 @@ def check_threads(
     microseconds on an idle machine (reading the load average) and about a millisecond otherwise.
     """
     global _warned
-    apply_environment()
+    reapply()
     if _warned or _explicit is not None or not _on_host_blas(xp):
         return False
     if any(os.environ.get(name, "").strip() for name in (ENV_THREADS, *LIBRARY_VARIABLES)):

@@ -68,8 +68,9 @@ def fit(
     ``fit(model, nnlayers.Feed(x, y, batch_size=32), epochs=10)``.
 
     Before the first step it calls :func:`arraycore.check_threads`, once per call and cheap:
-    ``ARRAYCORE_NUM_THREADS`` reaches the BLAS pools of libraries loaded since arraycore was
-    imported, and on the NumPy backend, when no thread count was chosen and other processes
+    the thread count in force (``arraycore.set_threads``, else ``ARRAYCORE_NUM_THREADS``)
+    reaches the BLAS and OpenMP pools of libraries loaded or reset since it was set (importing
+    PyTorch resets OpenMP's), and on the NumPy backend, when no thread count was chosen and other processes
     already keep the cores busy, an :class:`arraycore.PerformanceWarning` (once per process)
     says how to run BLAS on one thread (``ARRAYCORE_NUM_THREADS=1`` or
     ``arraycore.set_threads(1)``): BLAS threads fighting for busy cores can make training ten
