@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._array import OpenCLArray
-from ._runtime import _cl
+from ._runtime import DTYPE_NAME, _cl
 
 if TYPE_CHECKING:
     from ._backend import OpenCLBackend
@@ -407,7 +407,7 @@ def gemm(
     collapse into one stride) is copied first."""
     rt = bk.rt
     dt = out.dtype
-    name = "float64" if dt == np.float64 else "float32"
+    name = DTYPE_NAME[dt]
     nb = math.prod(batch)
     a = bk.broadcast_to(x1, (*batch, m, k))
     b = bk.broadcast_to(x2, (*batch, k, n))
@@ -478,7 +478,7 @@ def conv2d(bk: OpenCLBackend, x: OpenCLArray, w: OpenCLArray, win: Any) -> OpenC
     ``w`` as an implicit GEMM per image (``conv_nn``): the weights as ``A``, the input's columns
     packed straight from the image as ``B``, the output written NCHW; no columns array."""
     rt = bk.rt
-    name = "float64" if x.dtype == np.float64 else "float32"
+    name = DTYPE_NAME[x.dtype]
     o, taps, pixels = int(w.shape[0]), win.c * win.kh * win.kw, win.out_h * win.out_w
     a = bk._contiguous(w)
     out = bk._empty((win.n, o, win.out_h, win.out_w), x.dtype)

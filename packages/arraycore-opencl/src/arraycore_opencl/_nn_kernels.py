@@ -157,26 +157,24 @@ class OpenCLKernels(KernelHost):
         return x._buf
 
     # -- the LSTM's fused steps (arraycore's own GEMM devices) -----------------------------------
-    def _lstm_width(self, dtype: np.dtype, hidden: int) -> tuple[Any, int] | None:
-        """The ``(program dtype name, W)`` of the fused LSTM step kernels for ``dtype`` and
-        ``hidden`` units, where they run: arraycore's GEMM kernels serve this device and the
-        units are whole vectors of ``W``; else None."""
+    def _lstm_step_kernel(self, dtype: np.dtype, hidden: int, name: str) -> Any:
+        """``(kernel, W, MR)`` of fused LSTM step kernel ``name`` for ``dtype`` and ``hidden``
+        units where it runs (arraycore's GEMM kernels serve this device and the units are whole
+        vectors of ``W``), else None."""
         if not self.rt.own_gemm(dtype):
             return None
-        name = "float64" if dtype == np.float64 else "float32"
-        _, (width, _) = self.rt.gemm_kernel(name, "gemm_nn")
-        return (name, width) if hidden % width == 0 else None
+        kernel, (width, mr) = self.rt.gemm_kernel(_NAME[dtype], name)
+        return (kernel, width, mr) if hidden % width == 0 else None
 
     def lstm_steps_forward(
         self, xp: Any, us: Any, h0: Any | None, c0: Any | None, state: Any
     ) -> bool:
         xs, c, h, gates, cs, tanh_c, y = state
         n, t_len, hidden = (int(d) for d in y.shape)
-        found = self._lstm_width(y.dtype, hidden)
+        found = self._lstm_step_kernel(y.dtype, hidden, "lstm_step_fw")
         if found is None or n == 0:
             return False
-        name, width = found
-        kernel, (_, mr) = self.rt.gemm_kernel(name, "lstm_step_fw")
+        kernel, width, mr = found
         # u packed per block of W units: (H / W, H, 4 gates, W), so that a work-item's four
         # gate vectors of one step of k lie together
         packed = xp.reshape(us, (hidden, 4, hidden // width, width))
@@ -203,11 +201,10 @@ class OpenCLKernels(KernelHost):
         dc, gates, cs, tanh_c, dz = state
         n, t_len, g4 = (int(d) for d in dz.shape)
         hidden = g4 // 4
-        found = self._lstm_width(dz.dtype, hidden)
+        found = self._lstm_step_kernel(dz.dtype, hidden, "lstm_step_bw")
         if found is None or n == 0:
             return False
-        name, width = found
-        kernel, (_, mr) = self.rt.gemm_kernel(name, "lstm_step_bw")
+        kernel, width, mr = found
         # u.T packed per block of W units: (H / W, 4H, W), a work-item's W units of one row of
         # u.T one vector
         packed = xp.reshape(u, (hidden // width, width, g4))

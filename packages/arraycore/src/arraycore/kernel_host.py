@@ -610,24 +610,40 @@ class KernelHost(ABC):
             return _nn_rnn.lstm_backward(xp, dy, dh_n, dc_n, x, w, u, b, h0, c0, y, saved)
         dt = x.dtype
         gates, tanh_c, cs = (self.kernel_dense(a) for a in saved)
-        u_t = _nn_rnn.transposed_u(xp, u)
         dz = self.kernel_empty((n, t_len, 4 * hidden), dt)
         dc = xp.asarray(dc_n, copy=True) if dc_n is not None else self.kernel_empty((n, hidden), dt)
         dc = self.kernel_dense(dc)
         if self.lstm_steps_backward(
             xp, u, dy, dh_n, dc_n is not None, c0, (dc, gates, cs, tanh_c, dz)
-        ):
-            dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
-            dh0 = self._step_product(xp, dz[:, 0], u_t) if h0 is not None else None
-            return dx, dw, du, db, dh0, dc if c0 is not None else None
-        dz_t = self.kernel_empty((n, 4 * hidden), dt)
+        ):  # the backend's fused steps: only h0's gradient is left, one product (u.T a view)
+            dh = (
+                self._step_product(xp, dz[:, 0], xp.permute_dims(u, (1, 0)))
+                if h0 is not None
+                else None
+            )
+        else:
+            dh = self._lstm_backward_steps(
+                xp, dy, dh_n, dc_n is not None, c0, u, dc, gates, cs, tanh_c, dz
+            )
+        dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
+        return dx, dw, du, db, dh if h0 is not None else None, dc if c0 is not None else None
+
+    def _lstm_backward_steps(
+        self, xp: Any, dy: Any | None, dh_n: Any | None, has_dc: bool, c0: Any | None, u: Any,
+        dc: Any, gates: Any, cs: Any, tanh_c: Any, dz: Any,
+    ) -> Any:  # fmt: skip
+        """:meth:`shared_lstm_backward`'s loop, one cell kernel and one product per step, from
+        the last step to the first; fills ``dz`` and ``dc``, returns ``dh`` of the first."""
+        n, t_len, g4 = (int(d) for d in dz.shape)
+        hidden, dt = g4 // 4, dz.dtype
+        u_t = _nn_rnn.transposed_u(xp, u)
+        dz_t = self.kernel_empty((n, g4), dt)
         dh = dh_n
         fallback = self.kernel_arg(gates)  # read by no launch whose flag is off
         dy_arg = self._dense_arg(dy) if dy is not None else fallback
         c0_arg = self._dense_arg(c0) if c0 is not None else fallback
         sizes = (np.int64(n * hidden), np.int64(hidden), np.int64(t_len))
         saved_args = [self.kernel_arg(a) for a in (gates, cs, tanh_c, dz, dz_t)]
-        has_dc = dc_n is not None
         for t in range(t_len - 1, -1, -1):
             flags = (dy is not None, dh is not None, has_dc, c0 is not None)
             dh_arg = self._dense_arg(dh) if dh is not None else fallback
@@ -638,8 +654,7 @@ class KernelHost(ABC):
             )  # fmt: skip
             has_dc = True
             dh = self._step_product(xp, dz_t, u_t)
-        dx, dw, du, db = _nn_rnn.weight_grads(xp, dz, x, w, h0, y)
-        return dx, dw, du, db, dh if h0 is not None else None, dc if c0 is not None else None
+        return dh
 
     # -- the GRU recurrence -----------------------------------------------------------------------
     def shared_gru_sequence(
