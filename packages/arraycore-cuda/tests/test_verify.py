@@ -274,20 +274,16 @@ def test_gpu_test_stages_run_side_by_side_with_xdist_workers(tmp_path: Path, mon
     spans: dict[str, tuple[float, float]] = {}
     commands: dict[str, list[str]] = {}
 
+    def record(self: core.Context, stage: str, cmd: list[str], timeout: float, **env: str):
+        # keyed by the stage's name: the stages share one context and run on several threads
+        commands.setdefault(stage, cmd)
+        return core.Run(0, 0.0, "")
+
     def stand_in(name: str):
         def stage(ctx: core.Context, timeout: float) -> core.Result:
             began = time.monotonic()
             if name in ("cuda-tests", "nnlayers"):
-                seen: list[list[str]] = []
-                real_run = ctx.run
-                ctx.run = lambda stage, cmd, timeout, **env: (  # type: ignore[method-assign]
-                    seen.append(cmd) or core.Run(0, 0.0, "")
-                )
-                try:
-                    core.pytest_stage(ctx, name, ["tests"], timeout)
-                finally:
-                    ctx.run = real_run  # type: ignore[method-assign]
-                commands[name] = seen[0]
+                core.pytest_stage(ctx, name, ["tests"], timeout)
             time.sleep(0.4)
             spans[name] = (began, time.monotonic())
             return {"status": "passed", "summary": name}
@@ -297,6 +293,7 @@ def test_gpu_test_stages_run_side_by_side_with_xdist_workers(tmp_path: Path, mon
     gpu_stages = [*verify.PARALLEL_STAGES, "bench", "bench-networks"]
     for name in gpu_stages:
         monkeypatch.setitem(verify.STAGES, name, stand_in(name))
+    monkeypatch.setattr(core.Context, "run", record)
     monkeypatch.setattr(core, "probe_gpu", lambda: core.Gpu(True, devices=["0: stand-in"]))
     monkeypatch.setattr(verify.os, "cpu_count", lambda: 16)
     monkeypatch.setattr(verify, "importable", lambda ctx, module: module == "xdist")
