@@ -169,6 +169,42 @@ def test_check_threads_gives_pools_reset_since_set_threads_its_count_again() -> 
     assert {pool["num_threads"] for pool in threadpool_info()} == {1}
 
 
+NUMBA_PROBE = """
+import json, sys
+import numpy as np
+import arraycore
+from arraycore.backends import _numba, _onednn, _openmp
+if sys.argv[1] == "onednn-first":
+    _onednn.library()
+arraycore.set_threads(1)
+if _numba.kernels() is None or _openmp.runtime() is None:
+    print(json.dumps(None))
+    raise SystemExit
+import numba
+with arraycore.use("numpy") as xp:
+    x = xp.ones((64, 32, 32), dtype=xp.float32)  # large enough for numba's parallel kernel
+    xp.nn.relu_backward(x, x)
+    xp.nn.relu_backward(x, x)
+print(json.dumps([_openmp.max_threads(), numba.get_num_threads()]))
+"""
+
+
+@pytest.mark.parametrize("order", ["numba-first", "onednn-first"])
+def test_numbas_first_parallel_kernel_keeps_the_thread_count(order: str) -> None:
+    """numba's OpenMP threading layer, started at its first parallel kernel, sets the OpenMP
+    count to every core; after ``set_threads(1)`` oneDNN's products and numba's kernels stay on
+    one thread, whether oneDNN or numba loaded libgomp."""
+    clean = {k: v for k, v in os.environ.items() if k not in THREAD_VARIABLES}
+    done = subprocess.run(
+        [sys.executable, "-c", NUMBA_PROBE, order], env=clean, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    counts = json.loads(done.stdout)
+    if counts is None:
+        pytest.skip("numba or GNU OpenMP is not installed here")
+    assert counts == [1, 1]
+
+
 def test_an_explicit_count_wins_over_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ARRAYCORE_NUM_THREADS", "1")
     with arraycore.threads(1):

@@ -94,16 +94,35 @@ def call(fn: Any, *args: Any) -> Any:
     """Run the compiled function ``fn`` on ``args`` with the OpenMP thread count in force (see
     the module's docstring) and return its result, or :data:`FAILED` if numba fails."""
     numba = _STATE["numba"]
-    wanted = min(
-        _openmp.max_threads() or numba.config.NUMBA_NUM_THREADS, numba.config.NUMBA_NUM_THREADS
-    )
     try:
+        if "launched" not in _STATE:
+            _launch(numba)
+        wanted = min(
+            _openmp.max_threads() or numba.config.NUMBA_NUM_THREADS,
+            numba.config.NUMBA_NUM_THREADS,
+        )
         if numba.get_num_threads() != wanted:
             numba.set_num_threads(wanted)
         return fn(*args)
     except numba.core.errors.NumbaError as exc:
         _STATE["error"] = exc
         return FAILED
+
+
+def _launch(numba: Any) -> None:
+    """Start numba's threading layer with the OpenMP count left as it was: starting it (at the
+    first ``numba.get_num_threads``, ``set_num_threads`` or parallel kernel) sets the calling
+    thread's OpenMP count to all of numba's threads, so oneDNN's products and these kernels
+    would run on every core after ``arraycore.set_threads(1)``. The count in force is applied
+    again, also to a libgomp that numba's kernels were the first to load."""
+    from .. import _threads
+
+    before = _openmp.max_threads()
+    numba.get_num_threads()
+    _STATE["launched"] = True
+    if before and _openmp.max_threads() != before:
+        _openmp.set_max_threads(before)
+    _threads.reapply()
 
 
 #: The dtypes of the kernels that are not float32-only (scatter-add, max-pool and ReLU backward).

@@ -51,6 +51,7 @@ def runtime() -> Any:
             except (OSError, AttributeError):
                 fn = None
             _STATE["max_threads"] = fn
+            _STATE["lib"] = lib if fn is not None else None
         return _STATE["max_threads"]
 
 
@@ -59,3 +60,9 @@ def max_threads() -> int:
     0 without libgomp."""
     fn = _STATE["max_threads"] if "max_threads" in _STATE else runtime()
     return int(fn()) if fn is not None else 0
+
+
+def set_max_threads(count: int) -> None:
+    """``omp_set_num_threads(count)`` on the calling thread (nothing without libgomp)."""
+    if runtime() is not None:
+        _STATE["lib"].omp_set_num_threads(int(count))
