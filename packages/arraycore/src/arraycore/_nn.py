@@ -79,6 +79,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "softmax",
+    "softmax_backward",
     "softmax_cross_entropy",
 ]
 
@@ -548,6 +549,27 @@ def softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:
     z, _, _ = _shifted(xp, x, (ax,))
     e = xp.exp(z)
     return e / xp.sum(e, axis=ax, keepdims=True)
+
+
+def check_softmax_backward(isdtype: Any, dy: Array, y: Array, axis: Any) -> int:
+    """Raise unless ``dy`` and ``y`` share one shape, both have a real floating dtype and
+    ``axis`` is one of their axes; returns the axis, counted from 0."""
+    check_float("softmax_backward", isdtype, dy=dy, y=y)
+    if tuple(dy.shape) != tuple(y.shape):
+        raise ValueError(
+            f"softmax_backward: shapes differ (dy {tuple(dy.shape)}, y {tuple(y.shape)})"
+        )
+    (ax,) = axis_tuple(axis, len(y.shape), "softmax_backward")
+    return ax
+
+
+def softmax_backward(xp: Namespace, dy: Array, y: Array, axis: int = -1) -> Array:
+    """Gradient of :func:`softmax` along ``axis`` from its output ``y`` and the gradient ``dy``
+    of that output: ``y * (dy - sum(dy * y, axis))`` (PyTorch's ``_softmax_backward_data``).
+    One pass over each slice where the backend has a kernel for it, instead of a product, a
+    sum, a difference and a product."""
+    ax = check_softmax_backward(xp, dy, y, axis)
+    return y * (dy - xp.sum(dy * y, axis=ax, keepdims=True))
 
 
 def log_softmax(xp: Namespace, x: Array, axis: int = -1) -> Array:

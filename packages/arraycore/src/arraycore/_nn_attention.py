@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ._nn import Array, Namespace, check_float, softmax
+from ._nn import Array, Namespace, check_float, softmax, softmax_backward
 
 #: From this many attention probabilities per call (16 MB in float32) the reference keeps each
 #: row's log-sum-exp instead of the probabilities and recomputes them in backward.
@@ -167,6 +167,12 @@ def _softmax(xp: Namespace, s: Array) -> Array:
     return softmax(xp, s, -1) if nn is None else nn.softmax(s, axis=-1)
 
 
+def _softmax_backward(xp: Namespace, dp: Array, p: Array) -> Array:
+    """:func:`softmax_backward` over the last axis: the namespace's own where it has one."""
+    nn = getattr(xp, "nn", None)
+    return softmax_backward(xp, dp, p, -1) if nn is None else nn.softmax_backward(dp, p, axis=-1)
+
+
 def scaled_dot_product_attention(
     xp: Namespace,
     q: Array,
@@ -237,7 +243,6 @@ def scaled_dot_product_attention_backward(
     ds = xp.matmul(dy, xp.matrix_transpose(v))
     if dropout_mask is not None:
         ds *= dropout_mask
-    ds -= xp.sum(ds * p, axis=-1, keepdims=True)
-    ds *= p
+    ds = _softmax_backward(xp, ds, p)
     ds *= factor
     return xp.matmul(ds, k), xp.matmul(xp.matrix_transpose(ds), q), dv

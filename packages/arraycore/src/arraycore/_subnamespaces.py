@@ -145,6 +145,11 @@ class NNNamespace(_SubNamespace):
         """Numerically stable softmax along ``axis``."""
         return _nn.softmax(self._xp, x, axis)
 
+    def softmax_backward(self, dy: Array, y: Array, axis: int = -1) -> Array:
+        """Gradient of :meth:`softmax` along ``axis`` from its output ``y``:
+        ``y * (dy - sum(dy * y, axis))``, with ``dy`` the gradient of ``y``."""
+        return _nn.softmax_backward(self._xp, dy, y, axis)
+
     def log_softmax(self, x: Array, axis: int = -1) -> Array:
         """Numerically stable log-softmax along ``axis``."""
         return _nn.log_softmax(self._xp, x, axis)

@@ -9,7 +9,10 @@ of the NumPy code's five to eight, spread over the OpenMP threads) and for float
 ``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), for
 ``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum) and for
 large ``nn.relu_backward`` (one pass over the threads, not a comparison and a product on one),
-and ``xp.inplace.fuse`` compiles update chains (:mod:`._numba_fuse`).
+for large ``nn.softmax`` (float32) and ``nn.softmax_backward`` along the last axis (rows over the
+threads: three passes where NumPy's code makes six, the exponential in a form the compiler
+vectorises; the gradient in one where NumPy's makes four), and ``xp.inplace.fuse`` compiles
+update chains (:mod:`._numba_fuse`).
 Without numba, for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code
 runs: it stays the readable reference and the fallback.
 
@@ -125,7 +128,8 @@ def _launch(numba: Any) -> None:
     _threads.reapply()
 
 
-#: The dtypes of the kernels that are not float32-only (scatter-add, max-pool and ReLU backward).
+#: The dtypes of the kernels that are not float32-only (scatter-add, max-pool, ReLU and softmax
+#: backward).
 _FLOATS: tuple[type, ...] = (np.float32, np.float64)
 
 
@@ -147,6 +151,45 @@ def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:
         return None
     out = np.empty_like(dy)
     if _run("relu_backward", dy.reshape(-1), y.reshape(-1), out.reshape(-1)) is FAILED:
+        return None
+    return out
+
+
+#: Items of a row block in :func:`softmax` (a block's three passes stay in the core's cache).
+_SOFTMAX_BLOCK = 4096
+
+
+def softmax(x: np.ndarray) -> np.ndarray | None:
+    """Softmax along the last axis of a large C-contiguous float32 ``x`` (one compiled kernel
+    over the threads), or ``None`` where the kernel does not take it: small or other arrays,
+    and any slice whose max is not finite or that holds a NaN (NumPy's code then gives the
+    NaN rows the reference's way)."""
+    if x.size < PARALLEL_MIN or not _takes(x) or x.ndim == 0 or kernels() is None:
+        return None
+    d = x.shape[-1]
+    rows = x.reshape(-1, d)
+    out = np.empty_like(rows)
+    scale = np.empty(rows.shape[0], np.float64)
+    block = max(1, _SOFTMAX_BLOCK // d)
+    if _run("softmax_rows", rows, out, scale, block) is FAILED:
+        return None
+    if not np.isfinite(scale).all():
+        return None
+    return out.reshape(x.shape)
+
+
+def softmax_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """``y * (dy - sum(dy * y))`` along the last axis of large C-contiguous float32/float64
+    arrays of one dtype in one compiled pass over the threads, or ``None`` where the kernel
+    does not take them."""
+    if dy.size < PARALLEL_MIN or not _takes(dy, y, dtypes=_FLOATS) or kernels() is None:
+        return None
+    d = y.shape[-1]
+    out = np.empty_like(y)
+    if (
+        _run("softmax_backward_rows", dy.reshape(-1, d), y.reshape(-1, d), out.reshape(-1, d))
+        is FAILED
+    ):
         return None
     return out
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 _FLAGS = {"reassoc", "contract"}
 
@@ -210,3 +212,90 @@ def relu_backward(dy, y, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, 
     """``out = dy * (y > 0)`` over flat arrays, the items split over the threads."""
     for i in prange(dy.shape[0]):
         out[i] = dy[i] * (y[i] > 0)
+
+
+# -- softmax ------------------------------------------------------------------------------------
+@intrinsic
+def _float32_from_bits(typingctx, bits):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201, ARG001
+    """The float32 whose bits are the int32 ``bits`` (a bit cast, as C's ``memcpy``)."""
+    sig = types.float32(types.int32)
+
+    def codegen(context, builder, signature, args):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202, ARG001
+        return builder.bitcast(args[0], ir.FloatType())
+
+    return sig, codegen
+
+
+#: Below this (``log`` of float32's smallest normal number) the exponential counts as 0.
+_EXP_FLOOR = np.float32(-87.33)
+
+
+@njit(fastmath=_FLAGS, inline="always")
+def _exp_nonpositive(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """``exp(x)`` of a float32 ``x <= 0`` in a form the compiler vectorises (numba's ``exp`` is
+    a call per item): Cephes' ``expf``, ``2**n * exp(r)`` with ``n = round(x / ln 2)``,
+    ``ln 2`` split in two so that ``r = x - n ln 2`` is exact, and ``exp(r)`` a polynomial (a few
+    ulp from NumPy's); the power of two put together from its bits. ``-inf`` and anything below
+    :data:`_EXP_FLOOR` give 0 (where NumPy's gives a number under 1.2e-38)."""
+    f32 = np.float32
+    clamped = max(x, _EXP_FLOOR)
+    n = math.floor(clamped * f32(1.44269504088896341) + f32(0.5))
+    r = clamped - n * f32(0.693359375) + n * f32(2.12194440e-4)
+    p = f32(1.9875691500e-4)
+    p = p * r + f32(1.3981999507e-3)
+    p = p * r + f32(8.3334519073e-3)
+    p = p * r + f32(4.1665795894e-2)
+    p = p * r + f32(1.6666665459e-1)
+    p = p * r + f32(5.0000001201e-1)
+    p = p * r * r + r + f32(1.0)
+    bits = (np.int32(n) + np.int32(127)) << np.int32(23)
+    power = _float32_from_bits(bits)  # type: ignore[call-arg,var-annotated]
+    return p * power if x >= _EXP_FLOOR else f32(0.0)
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def softmax_rows(x, out, scale, rows):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Softmax of each row of the float32 ``x`` ``(R, D)`` into ``out`` (which may be ``x``):
+    blocks of ``rows`` rows over the threads, each block in three passes that the compiler
+    vectorises (the rows' max; ``exp(x - max)`` and its sum in float64; the products by
+    ``1 / sum``). ``scale[r]`` is left NaN for a row whose max is not finite or that holds a
+    NaN (the caller computes those another way) and ``1 / sum`` for the others."""
+    count, d = x.shape
+    for b in prange((count + rows - 1) // rows):
+        first, last = b * rows, min(count, (b + 1) * rows)
+        for r in range(first, last):
+            m = x[r, 0]
+            nans = 0
+            for j in range(d):
+                v = x[r, j]
+                m = v if v > m else m  # NaN never wins a comparison: counted instead
+                nans += v != v
+            scale[r] = m if nans == 0 and math.isfinite(m) else np.nan
+        for r in range(first, last):
+            m = np.float32(scale[r])
+            if math.isfinite(m):
+                total = 0.0
+                for j in range(d):
+                    e = _exp_nonpositive(x[r, j] - m)
+                    out[r, j] = e
+                    total += e
+                scale[r] = 1.0 / total
+        for r in range(first, last):
+            if math.isfinite(scale[r]):
+                inv = np.float32(scale[r])
+                for j in range(d):
+                    out[r, j] *= inv
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def softmax_backward_rows(dy, y, out):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """``out = y * (dy - sum(dy * y))`` for each row of ``(R, D)`` arrays (the sum in float64),
+    the rows over the threads."""
+    d = y.shape[1]
+    for r in prange(y.shape[0]):
+        total = 0.0
+        for j in range(d):
+            total += dy[r, j] * y[r, j]
+        dot = out.dtype.type(total)
+        for j in range(d):
+            out[r, j] = y[r, j] * (dy[r, j] - dot)

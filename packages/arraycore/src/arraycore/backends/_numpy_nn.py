@@ -66,6 +66,7 @@ __all__ = [
     "layer_norm",
     "layer_norm_backward",
     "softmax",
+    "softmax_backward",
     "log_softmax",
     "one_hot",
     "softmax_cross_entropy",
@@ -676,7 +677,18 @@ def _finite_max(x: np.ndarray, axis: Any) -> np.ndarray | None:
 
 
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """:func:`arraycore._nn.softmax`; slices with a non-finite max go to the reference."""
+    """:func:`arraycore._nn.softmax`: numba's kernel for large float32 arrays along their last
+    axis; slices with a non-finite max go to the reference."""
+    if (
+        type(x) is np.ndarray
+        and x.dtype is _F32
+        and x.size >= _numba.PARALLEL_MIN
+        and type(axis) is int
+        and axis in (-1, x.ndim - 1)
+    ):
+        found = _numba.softmax(x)
+        if found is not None:
+            return found
     m = _finite_max(x, axis) if isinstance(x, np.ndarray) else None
     if m is None:
         result: np.ndarray = _nn.softmax(np, x, axis)
@@ -685,6 +697,21 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     np.exp(e, out=e)
     e /= np.add.reduce(e, axis=axis, keepdims=True)
     return e
+
+
+def softmax_backward(dy: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    """:func:`arraycore._nn.softmax_backward`: one compiled pass (numba) for large float arrays
+    of one dtype along their last axis, else four NumPy calls."""
+    ax = _nn.check_softmax_backward(np.isdtype, dy, y, axis)
+    if ax == y.ndim - 1 and y.size >= _numba.PARALLEL_MIN:
+        found = _numba.softmax_backward(dy, y)
+        if found is not None:
+            return found
+    out: np.ndarray = np.multiply(dy, y)
+    dot = np.add.reduce(out, axis=ax, keepdims=True)
+    np.subtract(dy, dot, out=out)
+    out *= y
+    return out
 
 
 def log_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:

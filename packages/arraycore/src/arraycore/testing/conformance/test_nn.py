@@ -418,6 +418,80 @@ def test_softmax_family_extreme_values(xp: Any, dtype_name: str) -> None:
     assert_close(xp.nn.logsumexp(x[:2], axis=None), ref.logsumexp(x_np[:2]).astype(dtype))
 
 
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("shape", [(48, 5, 150), (8, 4, 64, 64)])
+def test_softmax_of_large_arrays_along_the_last_axis(
+    xp: Any, dtype_name: str, shape: tuple[int, ...]
+) -> None:
+    """Arrays large enough for a backend's own kernel (the NumPy backend's numba kernel takes
+    float32 from 32768 items): rows of mixed magnitudes, -inf entries (0), entries ~100 below
+    their row's max (a number under float32's tiny or 0), and, in another array, the rows that
+    must come out NaN (all -inf, a +inf, a NaN), each beside finite ones."""
+    dtype = _dtype(xp, dtype_name)
+    x_np = (_random(41, shape, dtype) * 8).astype(dtype)
+    rows = x_np.reshape(-1, shape[-1])
+    rows[::7, 3] = -np.inf
+    rows[1::5, :4] -= 100
+    rows[2, :] = np.linspace(-50, 50, shape[-1], dtype=dtype)
+    p = xp.nn.softmax(xp.asarray(x_np), axis=-1)
+    assert_close(p, ref.softmax(x_np, -1).astype(dtype), scale=10)
+    rows_p = ref.softmax(rows, -1).astype(dtype)
+    assert_close(xp.sum(p, axis=-1), np.ones(shape[:-1], dtype), scale=10)
+    bad_entries: list[tuple[int, Any, float]] = [
+        (0, slice(None), -np.inf),
+        (3, 5, np.inf),
+        (-1, -1, np.nan),
+    ]
+    for row, col, value in bad_entries:
+        bad = x_np.copy()
+        bad_rows = bad.reshape(-1, shape[-1])
+        bad_rows[row, col] = value
+        got = to_host(xp.nn.softmax(xp.asarray(bad), axis=-1)).reshape(bad_rows.shape)
+        assert np.isnan(got[row]).all(), value
+        assert_close(np.delete(got, row, axis=0), np.delete(rows_p, row, axis=0), scale=10)
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(
+    ("shape", "axis"),
+    [
+        ((4, 5, 3), 0),
+        ((4, 5, 3), 1),
+        ((4, 5, 3), -1),
+        ((64, 9, 67), -1),
+        ((64, 9, 67), 1),
+        ((7, 0), -1),
+    ],
+)
+def test_softmax_backward_is_y_times_dy_less_its_weighted_sum(
+    xp: Any, dtype_name: str, shape: tuple[int, ...], axis: int
+) -> None:
+    """``nn.softmax_backward(dy, y, axis)`` is ``y * (dy - sum(dy * y, axis))``, the gradient
+    of softmax's input from its output (float64 brute force; large arrays take a backend's own
+    kernel, empty ones give empty ones); strided operands give the same; and it is the
+    gradient: ``<dy, d softmax(x)> = <dx, d x>`` for a small step ``d x``."""
+    dtype = _dtype(xp, dtype_name)
+    x_np = _random(43, shape, dtype) * 3
+    y_np = (ref.softmax(x_np, axis) if x_np.size else x_np).astype(dtype)
+    dy_np = _random(44, shape, dtype)
+    y64, dy64 = y_np.astype(np.float64), dy_np.astype(np.float64)
+    want = y64 * (dy64 - (dy64 * y64).sum(axis=axis, keepdims=True))
+    got = xp.nn.softmax_backward(xp.asarray(dy_np), xp.asarray(y_np), axis=axis)
+    assert got.dtype == dtype and tuple(got.shape) == shape
+    assert_close(got, want.astype(dtype), scale=shape[axis] + 4)
+    if len(shape) == 3:
+        dy_t, y_t = (xp.permute_dims(xp.asarray(a), (2, 0, 1)) for a in (dy_np, y_np))
+        got_t = xp.nn.softmax_backward(dy_t, y_t, axis=(axis % 3 + 1) % 3)
+        assert_close(got_t, to_host(got).transpose(2, 0, 1), scale=shape[axis] + 4)
+    if 0 not in shape and dtype == np.float64:
+        x_np = _random(45, shape, dtype)
+        step = _random(46, shape, dtype) * 1e-6
+        y = ref.softmax(x_np, axis)
+        dx = to_host(xp.nn.softmax_backward(xp.asarray(dy_np), xp.asarray(y), axis=axis))
+        change = ref.softmax(x_np + step, axis) - ref.softmax(x_np - step, axis)
+        np.testing.assert_allclose(_dot(change, dy_np) / 2, _dot(step, dx), rtol=1e-6)
+
+
 # -- one_hot -------------------------------------------------------------------------------------------
 def test_one_hot(xp: Any) -> None:
     """Labels in range; those outside ``[0, classes)`` are refused (kit: test_checks.py)."""

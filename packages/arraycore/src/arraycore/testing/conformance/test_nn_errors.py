@@ -296,6 +296,24 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         TypeError,
         r"relu_backward: y must have a real floating dtype, got int32",
     ),
+    (
+        "softmax_backward-shapes",
+        lambda xp: xp.nn.softmax_backward(_f32(xp, 3, 4), _f32(xp, 4, 3)),
+        ValueError,
+        r"softmax_backward: shapes differ \(dy \(3, 4\), y \(4, 3\)\)",
+    ),
+    (
+        "softmax_backward-integer",
+        lambda xp: xp.nn.softmax_backward(xp.zeros((3,), dtype=xp.int32), _f32(xp, 3)),
+        TypeError,
+        r"softmax_backward: dy must have a real floating dtype, got int32",
+    ),
+    (
+        "softmax_backward-axis",
+        lambda xp: xp.nn.softmax_backward(_f32(xp, 3, 4), _f32(xp, 3, 4), axis=2),
+        ValueError,
+        r"softmax_backward: axis 2 is out of range for an array of 2 dimensions",
+    ),
 ]
 
 

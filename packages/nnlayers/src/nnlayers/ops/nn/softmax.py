@@ -33,8 +33,7 @@ class Softmax(Op):
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
-        dot = xp.sum(xp.multiply(dy, output), axis=self.ax, keepdims=True)
-        return (xp.multiply(output, xp.subtract(dy, dot)),)
+        return (xp.nn.softmax_backward(dy, output, axis=self.ax),)
 
 
 class LogSoftmax(Op):
