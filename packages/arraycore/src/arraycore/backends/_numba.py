@@ -169,11 +169,10 @@ def softmax(x: np.ndarray) -> np.ndarray | None:
     d = x.shape[-1]
     rows = x.reshape(-1, d)
     out = np.empty_like(rows)
-    scale = np.empty(rows.shape[0], np.float64)
-    block = max(1, _SOFTMAX_BLOCK // d)
-    if _run("softmax_rows", rows, out, scale, block) is FAILED:
+    total = np.empty(rows.shape[0], np.float64)
+    if _run("softmax_rows", rows, out, total, max(1, _SOFTMAX_BLOCK // d)) is FAILED:
         return None
-    if not np.isfinite(scale).all():
+    if not np.isfinite(total).all():
         return None
     return out.reshape(x.shape)
 

@@ -253,37 +253,56 @@ def _exp_nonpositive(x):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     return p * power if x >= _EXP_FLOOR else f32(0.0)
 
 
+@njit(fastmath=_FLAGS, inline="always")
+def _block_max(x, first, last, top):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    """``top[r]``: the max of row ``r`` of ``x`` for the rows ``first:last``; NaN for a row
+    whose max is not finite or that holds a NaN."""
+    for r in range(first, last):
+        m = x[r, 0]
+        nans = 0
+        for j in range(x.shape[1]):
+            v = x[r, j]
+            m = v if v > m else m  # NaN never wins a comparison: counted instead
+            nans += v != v
+        top[r] = m if nans == 0 and math.isfinite(m) else np.nan
+
+
+@njit(fastmath=_FLAGS, inline="always")
+def _block_exp(x, first, last, top, out, total):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    """``out[r] = exp(x[r] - top[r])`` and ``total[r]`` its sum (float64) for the rows
+    ``first:last`` whose ``top`` is finite (``total`` may be ``top``); NaN for the others."""
+    for r in range(first, last):
+        m = np.float32(top[r])
+        s = np.nan
+        if math.isfinite(m):
+            s = 0.0
+            for j in range(x.shape[1]):
+                e = _exp_nonpositive(x[r, j] - m)
+                out[r, j] = e
+                s += e
+        total[r] = s
+
+
+# The kernels below run blocks of rows over the threads, each block in passes that the compiler
+# vectorises and that find the block in cache (one loop doing all of a row's work did not
+# vectorise: 0.8 against 0.33 ms for 4096 rows of 64).
+
+
 @njit(parallel=True, fastmath=_FLAGS, cache=True)
-def softmax_rows(x, out, scale, rows):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """Softmax of each row of the float32 ``x`` ``(R, D)`` into ``out`` (which may be ``x``):
-    blocks of ``rows`` rows over the threads, each block in three passes that the compiler
-    vectorises (the rows' max; ``exp(x - max)`` and its sum in float64; the products by
-    ``1 / sum``). ``scale[r]`` is left NaN for a row whose max is not finite or that holds a
-    NaN (the caller computes those another way) and ``1 / sum`` for the others."""
-    count, d = x.shape
+def softmax_rows(x, out, total, rows):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Softmax of each row of the float32 ``x`` ``(R, D)`` into ``out`` (which may be ``x``) in
+    blocks of ``rows`` rows: the rows' max; ``exp(x - max)`` and its sum in float64; the
+    products by ``1 / sum``. ``total[r]`` is left NaN for a row whose max is not finite or that
+    holds a NaN (the caller computes those another way)."""
+    count = x.shape[0]
     for b in prange((count + rows - 1) // rows):
         first, last = b * rows, min(count, (b + 1) * rows)
+        _block_max(x, first, last, total)
+        _block_exp(x, first, last, total, out, total)
         for r in range(first, last):
-            m = x[r, 0]
-            nans = 0
-            for j in range(d):
-                v = x[r, j]
-                m = v if v > m else m  # NaN never wins a comparison: counted instead
-                nans += v != v
-            scale[r] = m if nans == 0 and math.isfinite(m) else np.nan
-        for r in range(first, last):
-            m = np.float32(scale[r])
-            if math.isfinite(m):
-                total = 0.0
-                for j in range(d):
-                    e = _exp_nonpositive(x[r, j] - m)
-                    out[r, j] = e
-                    total += e
-                scale[r] = 1.0 / total
-        for r in range(first, last):
-            if math.isfinite(scale[r]):
-                inv = np.float32(scale[r])
-                for j in range(d):
+            if math.isfinite(total[r]):
+                inv = np.float32(1.0 / total[r])
+                for j in range(x.shape[1]):
                     out[r, j] *= inv
 
 

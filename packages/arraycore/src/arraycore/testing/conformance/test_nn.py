@@ -535,6 +535,15 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     x[0, 1] = -np.inf
     labels = np.array([0, 4, -1, 3, 2])  # 4 and -1 are out of range: all-zero one-hot rows
     cases.append((x, labels, 1.0))
+    # large enough for a backend's own kernel (the NumPy backend's numba kernel: float32 from
+    # 32768 items), with -inf logits off the labels and rows far below the others
+    x = (_random(15, (1024, 64), dtype) * 6).astype(dtype)
+    labels = rng.integers(0, 64, 1024)
+    x[::9, (labels[::9] + 1) % 64] = -np.inf
+    x[5::13] -= 1000
+    cases.append((x, labels, 1 / 1024))
+    x = (_random(16, (16, 40, 70), dtype) * 3).astype(dtype)
+    cases.append((x, rng.integers(0, 70, (16, 40)).astype(np.int32), 0.25))
     for x_np, labels, scale in cases:
         in_range = bool(((labels >= 0) & (labels < x_np.shape[-1])).all())
         with arraycore.checks(in_range):
@@ -552,6 +561,16 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     assert np.isnan(float(to_host(loss)))
     grad = to_host(dlogits)
     assert np.isnan(grad[1]).all() and np.isfinite(grad[0]).all()
+    # and in a large array: the rows with a NaN, a +inf or only -inf are NaN, the others not
+    x_np = _random(17, (600, 64), dtype)
+    labels = rng.integers(0, 64, 600)
+    for row, col, value in [(3, slice(None), -np.inf), (7, 2, np.inf), (11, 5, np.nan)]:
+        bad = x_np.copy()
+        bad[row, col] = value
+        loss, dlogits = xp.nn.softmax_cross_entropy(xp.asarray(bad), xp.asarray(labels), 0.5)
+        assert np.isnan(float(to_host(loss))), value
+        grad = to_host(dlogits)
+        assert np.isnan(grad[row]).all() and np.isfinite(np.delete(grad, row, axis=0)).all()
 
 
 # -- ReLU's gradient ----------------------------------------------------------------------------------
