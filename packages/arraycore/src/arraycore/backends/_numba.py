@@ -11,8 +11,9 @@ of the NumPy code's five to eight, spread over the OpenMP threads) and for float
 large ``nn.relu_backward`` (one pass over the threads, not a comparison and a product on one),
 for large ``nn.softmax`` (float32) and ``nn.softmax_backward`` along the last axis (rows over the
 threads: three passes where NumPy's code makes six, the exponential in a form the compiler
-vectorises; the gradient in one where NumPy's makes four), and ``xp.inplace.fuse`` compiles
-update chains (:mod:`._numba_fuse`).
+vectorises; the gradient in one where NumPy's makes four), for small float32
+``nn.softmax_cross_entropy`` (one call where NumPy's code makes a dozen), and
+``xp.inplace.fuse`` compiles update chains (:mod:`._numba_fuse`).
 Without numba, for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code
 runs: it stays the readable reference and the fallback.
 
@@ -175,6 +176,36 @@ def softmax(x: np.ndarray) -> np.ndarray | None:
     if not np.isfinite(total).all():
         return None
     return out.reshape(x.shape)
+
+
+def softmax_cross_entropy(
+    logits: np.ndarray, labels: np.ndarray, scale: float
+) -> tuple[Any, np.ndarray] | None:
+    """``(loss, dlogits)`` of a small C-contiguous float32 ``logits`` ``(..., D)`` (under
+    :data:`PARALLEL_MIN` items) against signed integer ``labels`` of its leading shape, in one
+    compiled call on this thread (NumPy's code: a dozen calls, each mostly overhead at this
+    size); ``None`` where the kernel does not take them: other arrays, a label outside
+    ``[0, D)``, a row whose max is not finite or that holds a NaN."""
+    if (
+        logits.size >= PARALLEL_MIN
+        or labels.dtype.kind != "i"
+        or not logits.flags.c_contiguous
+        or kernels() is None
+    ):
+        return None
+    d = logits.shape[-1]
+    grad = np.empty_like(logits)
+    flat = labels.reshape(-1)
+    try:
+        loss = _STATE["kernels"].softmax_xent_small(
+            logits.reshape(-1, d), flat, float(scale), grad.reshape(-1, d)
+        )
+    except _STATE["numba"].core.errors.NumbaError as exc:
+        _STATE["kernels"], _STATE["why"] = None, f"softmax_xent_small failed to compile: {exc}"
+        return None
+    if loss != loss:  # NaN: a label out of range or a row the kernel does not take
+        return None
+    return logits.dtype.type(loss), grad
 
 
 def softmax_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:

@@ -787,8 +787,19 @@ def _flat_labels(labels: Any, logits: Any) -> np.ndarray | None:
 def softmax_cross_entropy(
     logits: np.ndarray, labels: np.ndarray, scale: float = 1.0
 ) -> tuple[Any, np.ndarray]:
-    """:func:`arraycore._nn.softmax_cross_entropy`; labels out of range, non-finite logits and
-    rows far below the global max go to the reference."""
+    """:func:`arraycore._nn.softmax_cross_entropy`: one compiled call (numba) for small float32
+    logits; labels out of range, non-finite logits and rows far below the global max go to the
+    reference."""
+    if (
+        type(logits) is np.ndarray
+        and logits.dtype is _F32
+        and type(labels) is np.ndarray
+        and labels.shape == logits.shape[:-1]
+        and logits.size
+    ):
+        found = _numba.softmax_cross_entropy(logits, labels, scale)
+        if found is not None:
+            return found
     index = _flat_labels(labels, logits)
     if index is not None:
         top = np.maximum.reduce(logits, axis=None)

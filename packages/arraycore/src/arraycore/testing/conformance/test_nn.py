@@ -535,6 +535,7 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     x[0, 1] = -np.inf
     labels = np.array([0, 4, -1, 3, 2])  # 4 and -1 are out of range: all-zero one-hot rows
     cases.append((x, labels, 1.0))
+    cases.append((x, np.array([0, 6, 3, 1, 2]), 1.0))  # only too large
     # large enough for a backend's own kernel (the NumPy backend's numba kernel: float32 from
     # 32768 items), with -inf logits off the labels and rows far below the others
     x = (_random(15, (1024, 64), dtype) * 6).astype(dtype)
@@ -561,10 +562,21 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     assert np.isnan(float(to_host(loss)))
     grad = to_host(dlogits)
     assert np.isnan(grad[1]).all() and np.isfinite(grad[0]).all()
-    # and in a large array: the rows with a NaN, a +inf or only -inf are NaN, the others not
-    x_np = _random(17, (600, 64), dtype)
-    labels = rng.integers(0, 64, 600)
-    for row, col, value in [(3, slice(None), -np.inf), (7, 2, np.inf), (11, 5, np.nan)]:
+    # in a small and in a large array: the rows with a NaN, a +inf or only -inf are NaN, the
+    # others not
+    for x_np in (_random(17, (16, 64), dtype), _random(18, (600, 64), dtype)):
+        _cross_entropy_nan_rows(xp, x_np, rng.integers(0, 64, (x_np.shape[0],)))
+
+
+def _cross_entropy_nan_rows(xp: Any, x_np: np.ndarray, labels: np.ndarray) -> None:
+    """A row with only -inf, one with a +inf, one with a NaN, each alone in ``x_np``: that row's
+    gradient and the loss are NaN, the other rows' gradients finite."""
+    bad_entries: list[tuple[int, Any, float]] = [
+        (3, slice(None), -np.inf),
+        (7, 2, np.inf),
+        (11, 5, np.nan),
+    ]
+    for row, col, value in bad_entries:
         bad = x_np.copy()
         bad[row, col] = value
         loss, dlogits = xp.nn.softmax_cross_entropy(xp.asarray(bad), xp.asarray(labels), 0.5)
