@@ -84,11 +84,19 @@ def status() -> str:
 FAILED: Any = object()
 
 
-def _run(kernel: str, *args: Any) -> Any:
-    """Run ``kernel`` on ``args`` with the OpenMP thread count in force and return its result;
-    :data:`FAILED` (and numba off for the rest of the process, with the reason in
-    :func:`status`) if numba fails."""
-    found = call(getattr(_STATE["kernels"], kernel), *args)
+def _run(kernel: str, *args: Any, serial: bool = False) -> Any:
+    """Run ``kernel`` on ``args`` with the OpenMP thread count in force (a ``serial`` kernel,
+    which starts no threads, as it is) and return its result; :data:`FAILED` (and numba off
+    for the rest of the process, with the reason in :func:`status`) if numba fails."""
+    fn = getattr(_STATE["kernels"], kernel)
+    if serial:
+        try:
+            return fn(*args)
+        except _STATE["numba"].core.errors.NumbaError as exc:
+            _STATE["error"] = exc
+            found = FAILED
+    else:
+        found = call(fn, *args)
     if found is FAILED:
         _STATE["kernels"], _STATE["why"] = None, f"{kernel} failed to compile: {_STATE['error']}"
     return found
@@ -196,14 +204,11 @@ def softmax_cross_entropy(
     d = logits.shape[-1]
     grad = np.empty_like(logits)
     flat = labels.reshape(-1)
-    try:
-        loss = _STATE["kernels"].softmax_xent_small(
-            logits.reshape(-1, d), flat, float(scale), grad.reshape(-1, d)
-        )
-    except _STATE["numba"].core.errors.NumbaError as exc:
-        _STATE["kernels"], _STATE["why"] = None, f"softmax_xent_small failed to compile: {exc}"
-        return None
-    if loss != loss:  # NaN: a label out of range or a row the kernel does not take
+    loss = _run(
+        "softmax_xent_small", logits.reshape(-1, d), flat, float(scale), grad.reshape(-1, d),
+        serial=True,
+    )  # fmt: skip
+    if loss is FAILED or loss != loss:  # NaN: a label out of range or a row it does not take
         return None
     return logits.dtype.type(loss), grad
 
