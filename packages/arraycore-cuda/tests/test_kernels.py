@@ -314,6 +314,25 @@ def test_gelu_kernels(ocl: OpenCLRunner, dtype: str, kernel: str, approximate: s
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_backward_rows_kernel(ocl: OpenCLRunner, dtype: str) -> None:
+    """Softmax's gradient from its output, row by row, against arraycore's reference: rows of
+    several lengths' worth of columns (1, 7, 130), a NaN in dy spreading over its row only."""
+    _needs(ocl, dtype)
+    for cols in (1, 7, 130):
+        rows = 9
+        y = XP.nn.softmax(_random(41, (rows, cols), dtype) * 3, axis=-1)
+        dy = _random(42, (rows, cols), dtype)
+        dy[4, 0] = np.nan
+        want = XP.nn.softmax_backward(dy, y)
+        got = ocl.rows(
+            "softmax_backward_rows", rows, dtype, np.int64(rows), np.int64(cols),
+            np.empty_like(y), dy, y,
+        )[0]  # fmt: skip
+        assert np.isnan(got[4]).all() and np.isfinite(np.delete(got, 4, axis=0)).all()
+        _close(got, want, dtype, 4 * cols)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 def test_relu_backward_kernel(ocl: OpenCLRunner, dtype: str) -> None:
     """ReLU's gradient from its output against arraycore's reference: on where y > 0, off at 0
     and below, NaN from a NaN or infinite dy either way (as the product)."""
@@ -620,6 +639,7 @@ def test_every_kernel_is_exercised() -> None:
     """The kernels this file runs are all of them (a new kernel needs a test here)."""
     tested = {"im2col", "col2im", "max_pool", "max_pool_backward", "avg_pool"}
     tested |= {"avg_pool_backward", "softmax_rows", "softmax_xent_rows", "gelu", "gelu_backward"}
+    tested |= {"softmax_backward_rows"}
     tested |= {"gelu_erf", "gelu_erf_backward", "relu_backward"}
     tested |= {"layer_norm_rows", "layer_norm_backward_rows", "layer_norm_param_grads"}
     tested |= {"lstm_cell_forward", "lstm_cell_backward"}

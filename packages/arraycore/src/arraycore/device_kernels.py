@@ -28,6 +28,8 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - ``max_pool(n, out, x, GEOM)``, ``max_pool_backward(n, out, x, dy, GEOM)``;
 - ``avg_pool(n, out, x, GEOM, include_pad)``, ``avg_pool_backward(n, out, dy, GEOM, include_pad)``;
 - ``softmax_rows(rows, cols, out, x, log_mode)``;
+- ``softmax_backward_rows(rows, cols, out, dy, y)``: softmax's gradient from its output,
+  ``y * (dy - sum(dy * y))`` per row;
 - ``softmax_xent_rows(rows, cols, dlogits, row_loss, x, labels_int64, scale)``;
 - ``gelu(n, out, x)``, ``gelu_backward(n, out, dy, x)``: GELU's tanh approximation, one pass;
   ``gelu_erf(n, out, x)``, ``gelu_erf_backward(n, out, dy, x)``: exact GELU, ``x Phi(x)`` with
@@ -76,6 +78,7 @@ KERNELS = (
     "avg_pool",
     "avg_pool_backward",
     "softmax_rows",
+    "softmax_backward_rows",
     "softmax_xent_rows",
     "gelu",
     "gelu_backward",
@@ -367,6 +370,20 @@ KERNEL void softmax_rows(const i64 rows, const i64 cols, GLOBAL T* out, GLOBAL c
     } else {
         for (i64 k = 0; k < cols; ++k) o[k] = EXP(row[k] - m) / s;
     }
+}
+
+/* softmax's gradient from its output y and the output's gradient dy, per row of (rows, cols):
+   y * (dy - sum(dy * y)), the sum in the reference's order. */
+KERNEL void softmax_backward_rows(const i64 rows, const i64 cols, GLOBAL T* out,
+                                  GLOBAL const T* dy, GLOBAL const T* y) {
+    const i64 r = GID;
+    if (r >= rows) return;
+    GLOBAL const T* g = dy + r * cols;
+    GLOBAL const T* p = y + r * cols;
+    GLOBAL T* o = out + r * cols;
+    T s = (T)0;
+    for (i64 k = 0; k < cols; ++k) s += g[k] * p[k];
+    for (i64 k = 0; k < cols; ++k) o[k] = p[k] * (g[k] - s);
 }
 
 /* Cross-entropy of softmax(row) against an integer label, per row: dlogits = (softmax -
@@ -975,6 +992,7 @@ SHARED_NN: tuple[str, ...] = (
     "avg_pool2d_backward",
     "softmax",
     "log_softmax",
+    "softmax_backward",
     "softmax_cross_entropy",
     "gelu",
     "gelu_backward",

@@ -379,6 +379,30 @@ class KernelHost(ABC):
         out = self._softmax_rows(x, axis, "log_softmax", 1)
         return _nn.log_softmax(namespace_of(x), x, axis) if out is None else out
 
+    def shared_softmax_backward(self, dy: Any, y: Any, axis: int = -1) -> Any:
+        """:func:`arraycore._nn.softmax_backward` in one launch, one work item per row (a
+        product, a sum, a difference and a product otherwise), along the last axis of operands
+        of one dtype; the reference elsewhere."""
+        op = "softmax_backward"
+        xp = self._kernel_xp(op, dy, y)
+        ax = _nn.check_softmax_backward(xp.isdtype, dy, y, axis)
+        ndim = len(y.shape)
+        cols = int(y.shape[ax])
+        if (
+            ax != ndim - 1
+            or dy.dtype != y.dtype
+            or dtype_name(y.dtype) not in DTYPES
+            or not 0 < cols <= SOFTMAX_MAX_ROW
+        ):
+            return _nn.softmax_backward(xp, dy, y, axis)
+        rows = math.prod(int(s) for s in y.shape) // cols
+        out = self.kernel_empty(tuple(int(s) for s in y.shape), y.dtype)
+        args = (np.int64(rows), np.int64(cols), self.kernel_arg(out))
+        self.kernel_launch(
+            y.dtype, "softmax_backward_rows", rows, *args, self._dense_arg(dy), self._dense_arg(y)
+        )
+        return out
+
     def shared_softmax_cross_entropy(
         self, logits: Any, labels: Any, scale: float = 1.0
     ) -> tuple[Any, Any]:
