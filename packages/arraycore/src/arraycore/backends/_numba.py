@@ -229,6 +229,19 @@ def softmax_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def gru_step(kernel: str, *args: Any) -> bool:
+    """Run the GRU step kernel ``gru_cell_forward`` or ``gru_cell_backward`` (float32,
+    C-contiguous operands, as :func:`gru_takes` says) on this thread; False if numba fails."""
+    return _run(kernel, *args, serial=True) is not FAILED
+
+
+def gru_takes(*arrays: np.ndarray | None) -> bool:
+    """Whether the GRU step kernels take these operands (``None`` skipped): numba on, all
+    float32 and C-contiguous."""
+    given = [a for a in arrays if a is not None]
+    return _takes(*given) and kernels() is not None
+
+
 def batch_norm(
     x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -22,6 +22,10 @@ tie-breaking. What each one does differently, and why:
   whole array rather than each row's (a reduction along a short last axis costs several times
   a flat one; inputs where that would lose precision, a row far below the rest, go to the
   reference) and reaches the label entries through flat indices: no one-hot rows.
+- The GRU (float32, numba installed) runs each time step as one product with ``u`` (oneDNN's
+  or NumPy's) and one compiled kernel for the gates and the state, forward and backward, where
+  the reference makes about fifteen NumPy calls per step; the weight gradients are the
+  reference's one product over every step.
 - Max-pool backward hands the gradient to each window's first maximum by carrying the
   not-yet-delivered gradient from tap to tap (multiply by the match mask, add, subtract), with
   no boolean bookkeeping; inputs where that trick is not exact (NaN in a window, non-finite
@@ -37,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import _checks, _nn, _nn_rnn
+from .. import _checks, _nn, _nn_gru, _nn_rnn
 from .._nn_batchnorm import check_batch_norm, check_batch_norm_backward
 from ..nn_shapes import (
     Window2d,
@@ -72,6 +76,8 @@ __all__ = [
     "softmax_cross_entropy",
     "lstm",
     "lstm_backward",
+    "gru_sequence",
+    "gru_sequence_backward",
 ]
 
 
@@ -909,3 +915,66 @@ def lstm_backward(
         out["dh0"] if h0 is not None else None,
         out["dc0"] if c0 is not None else None,
     )
+
+
+# -- GRU ------------------------------------------------------------------------------------------
+def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """``a @ b`` on oneDNN's OpenMP threads where it takes it, as the backend's ``matmul``
+    (OpenBLAS's threads, spinning after each call, would take the cores from the OpenMP
+    ones), else NumPy's (into ``out`` if given)."""
+    found = _onednn.matmul(a, b)
+    if found is not None:
+        return found
+    result: np.ndarray = np.matmul(a, b, out=out)
+    return result
+
+
+def gru_sequence(
+    xw: np.ndarray, u: np.ndarray, b: np.ndarray, h0: np.ndarray | None = None
+) -> tuple[np.ndarray, Any]:
+    """:func:`arraycore._nn_gru.gru_sequence`: per time step one product with ``u`` and one
+    numba kernel for the gates and the state (float32), else the reference."""
+    n, t_len, hidden = _nn_gru.check_gru("nn.gru_sequence", np.isdtype, xw, u, b, h0)
+    if not _numba.gru_takes(xw, u, b, h0):
+        return _nn_gru.gru_sequence(np, xw, u, b, h0)
+    seq = (n, t_len, hidden)
+    y, cand, rec_n = np.empty(seq, np.float32), np.empty(seq, np.float32), np.empty(seq, np.float32)
+    ru = np.empty((n, t_len, 2 * hidden), np.float32)
+    h = np.zeros((n, hidden), np.float32) if h0 is None else h0.copy()
+    hid = np.empty((n, 3 * hidden), np.float32)
+    for t in range(t_len):
+        has_h = t > 0 or h0 is not None
+        step_hid = _product(h, u, hid) if has_h else hid
+        if not _numba.gru_step(
+            "gru_cell_forward", t, has_h, step_hid, xw, b, h, ru, cand, rec_n, y
+        ):
+            return _nn_gru.gru_sequence(np, xw, u, b, h0)
+    return y, (ru, cand, rec_n)
+
+
+def gru_sequence_backward(
+    dy: np.ndarray, u: np.ndarray, h0: np.ndarray | None, y: np.ndarray, saved: Any
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """:func:`arraycore._nn_gru.gru_sequence_backward`: per time step one numba kernel for the
+    pre-activation gradients and one product with ``u^T`` (float32), else the reference."""
+    n, t_len, hidden = _nn_gru.check_gru_backward(np.isdtype, dy, u, h0, y, saved)
+    ru, cand, rec_n = saved
+    if not _numba.gru_takes(dy, u, h0, y, ru, cand, rec_n):
+        return _nn_gru.gru_sequence_backward(np, dy, u, h0, y, saved)
+    u_t = np.ascontiguousarray(u.T)
+    dxw = np.empty((n, t_len, 3 * hidden), np.float32)
+    dhid = np.empty((n, t_len, 3 * hidden), np.float32)
+    dhz = np.empty((n, hidden), np.float32)
+    g = np.zeros((n, hidden), np.float32)
+    unused = dhz  # read by no kernel whose flag is off
+    for t in range(t_len - 1, -1, -1):
+        args = (t, t < t_len - 1, h0 is not None, dy, g, dhz, unused if h0 is None else h0)
+        if not _numba.gru_step("gru_cell_backward", *args, y, ru, cand, rec_n, dxw, dhid):
+            return _nn_gru.gru_sequence_backward(np, dy, u, h0, y, saved)
+        if t > 0 or h0 is not None:
+            g = _product(dhid[:, t], u_t, g)
+    rows = n * t_len
+    h_prev = _nn_gru.previous_states(np, y, h0).reshape(rows, hidden)
+    flat = dhid.reshape(rows, 3 * hidden)
+    du, db = _product(h_prev.T, flat), np.add.reduce(flat, axis=0)
+    return dxw, du, db, (g + dhz) if h0 is not None else None
