@@ -106,7 +106,7 @@ def info(stream: Any = None) -> int:
         file=out,
     )
     print(
-        f"numpy numba kernels (float32 batch and layer norm, softmax, small cross-entropy, scatter-add, max-pool, ReLU and softmax backward, fused updates): {_numba.status()} (docs/onednn.md)",
+        f"numpy numba kernels (float32 batch and layer norm, softmax, small cross-entropy, GRU steps, scatter-add, max-pool, ReLU and softmax backward, fused updates): {_numba.status()} (docs/onednn.md)",
         file=out,
     )
     if not usable:

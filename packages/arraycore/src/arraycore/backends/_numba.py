@@ -12,8 +12,9 @@ large ``nn.relu_backward`` (one pass over the threads, not a comparison and a pr
 for large ``nn.softmax`` (float32) and ``nn.softmax_backward`` along the last axis (rows over the
 threads: three passes where NumPy's code makes six, the exponential in a form the compiler
 vectorises; the gradient in one where NumPy's makes four), for small float32
-``nn.softmax_cross_entropy`` (one call where NumPy's code makes a dozen), and
-``xp.inplace.fuse`` compiles update chains (:mod:`._numba_fuse`).
+``nn.softmax_cross_entropy`` (one call where NumPy's code makes a dozen), for the float32 GRU's
+time steps (one kernel a step each way, beside the product with ``u``), and ``xp.inplace.fuse``
+compiles update chains (:mod:`._numba_fuse`).
 Without numba, for other dtypes and layouts, or with ``ARRAYCORE_NUMBA=0``, the NumPy code
 runs: it stays the readable reference and the fallback.
 
