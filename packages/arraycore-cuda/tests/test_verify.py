@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -279,12 +280,18 @@ def test_gpu_test_stages_run_side_by_side_with_xdist_workers(tmp_path: Path, mon
         commands.setdefault(stage, cmd)
         return core.Run(0, 0.0, "")
 
+    # the side-by-side stages meet at a barrier: it opens only once all of them are running at
+    # once (run one after another, the first would wait out the timeout and the test fail), so
+    # the check does not depend on how fast a loaded machine starts threads
+    meet = {"barrier": threading.Barrier(len(verify.PARALLEL_STAGES), timeout=20)}
+
     def stand_in(name: str):
         def stage(ctx: core.Context, timeout: float) -> core.Result:
             began = time.monotonic()
             if name in ("cuda-tests", "nnlayers"):
                 core.pytest_stage(ctx, name, ["tests"], timeout)
-            time.sleep(0.4)
+            if name in verify.PARALLEL_STAGES and meet["barrier"] is not None:
+                meet["barrier"].wait()
             spans[name] = (began, time.monotonic())
             return {"status": "passed", "summary": name}
 
@@ -310,6 +317,7 @@ def test_gpu_test_stages_run_side_by_side_with_xdist_workers(tmp_path: Path, mon
     # --sequential: one after another, no xdist
     spans.clear()
     commands.clear()
+    meet["barrier"] = None
     verify.main(
         ["--out", str(out), "--no-wheelhouse", "--sequential", "--only", ",".join(gpu_stages)]
     )
