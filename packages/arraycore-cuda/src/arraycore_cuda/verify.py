@@ -312,9 +312,10 @@ def gpu_version_problems(versions: dict[str, Any]) -> list[str]:
     return problems
 
 
-#: Packages of optional extras that some modules need (``arraycore[numba]``'s kernels): a module
-#: that fails to import for want of one alone is reported, not failed.
-OPTIONAL_IMPORTS = ("numba",)
+#: Packages of optional extras that some modules need (``arraycore[numba]``'s kernels: numba and
+#: its code generator llvmlite): a module that fails to import for want of one alone is
+#: reported, not failed.
+OPTIONAL_IMPORTS = ("numba", "llvmlite")
 
 IMPORTS_CODE = r"""
 import importlib, pkgutil, sys, traceback
