@@ -254,7 +254,33 @@ def _strided_kernel(name: str, out_t: str, ins: list[tuple[str, str]], body: str
 
     names = ["o"] + [str(i) for i in range(k)]
     strides = " ".join(f"const long s{v} = meta[{j + 2} * nd - 1];" for j, v in enumerate(names))
-    along = " ".join(f"const long p{v} = b{v} + j * s{v};" for v in names)
+
+    def loop(fixed: str | None, inplace: bool = False) -> str:
+        """The loop over the piece's items; input ``fixed`` broadcast along the row (stride 0)
+        is read at one offset, and with ``inplace`` input 0 is read where the output is
+        written. The compiler vectorises a loop whose symbolic strides turn out to be 1 and
+        whose output does not overlap its inputs (it versions the loop on both); a stride of 0
+        and an in-place operand each took the scalar version: on PoCL a ReLU's ``maximum(x,
+        0)`` 440 us and its in-place form 420 us, against 230 us for two arrays."""
+        along = " ".join(
+            f"const long p{v} = b{v};" if v == fixed else f"const long p{v} = b{v} + j * s{v};"
+            for v in names
+            if not (inplace and v == "0")
+        )
+        text = body.replace("a0[p0]", "out[po]") if inplace else body
+        return f"for (long j = lo; j < hi; ++j) {{ {along} {text} }}"
+
+    pieces = " else ".join(f"if (s{i} == 0) {{ {loop(str(i))} }}" for i in range(k))
+    pieces = f"{pieces} else {{ {loop(None)} }}" if k else loop(None)
+    if k and "a0[p0]" in body and ins[0][0] == out_t:
+        # input 0 is the output itself (x op= y): one pointer for both
+        same = "(__global const void*)a0 == (__global const void*)out && b0 == bo && s0 == so"
+        alone = (
+            loop(None, True)
+            if k == 1
+            else (f"if (s1 == 0) {{ {loop('1', True)} }} else {{ {loop(None, True)} }}")
+        )
+        pieces = f"if ({same}) {{ {alone} }} else {pieces}"
     return f"""
 __kernel void {name}(const long n, const int nd, __global const long* meta, {", ".join(args)}) {{
     const long gid = get_global_id(0);
@@ -268,10 +294,7 @@ __kernel void {name}(const long n, const int nd, __global const long* meta, {", 
     const long hi = min(L, lo + C);
     {walk("b", "nd - 2")}
     {strides}
-    for (long j = lo; j < hi; ++j) {{
-        {along}
-        {body}
-    }}
+    {pieces}
 #else
     long rem = gid;
     {walk("p", "nd - 1")}
