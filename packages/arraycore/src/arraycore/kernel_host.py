@@ -356,16 +356,25 @@ class KernelHost(ABC):
         return self._launch_into(out, "avg_pool_backward", *args)
 
     # -- softmax family ---------------------------------------------------------------------------
+    @staticmethod
+    def _rows(x: Any, ax: int) -> tuple[int, int] | None:
+        """``(rows, cols)`` of ``x`` for the one-work-item-per-row kernels, or None where they do
+        not take it (not the last axis, a dtype they are not built for, an empty or long row)."""
+        ndim = len(x.shape)
+        cols = int(x.shape[ax]) if ndim else 0
+        if ax != ndim - 1 or dtype_name(x.dtype) not in DTYPES or not 0 < cols <= SOFTMAX_MAX_ROW:
+            return None
+        return math.prod(int(s) for s in x.shape) // cols, cols
+
     def _softmax_rows(self, x: Any, axis: Any, op: str, log_mode: int) -> Any:
         """The row kernel's result, or None where the reference must run."""
         xp = self._kernel_xp(op, x)
         _nn.check_float(op, xp.isdtype, x=x)
-        ndim = len(x.shape)
-        (ax,) = _nn.axis_tuple(axis, ndim, op)
-        cols = int(x.shape[ax]) if ndim else 0
-        if ax != ndim - 1 or dtype_name(x.dtype) not in DTYPES or not 0 < cols <= SOFTMAX_MAX_ROW:
+        (ax,) = _nn.axis_tuple(axis, len(x.shape), op)
+        layout = self._rows(x, ax)
+        if layout is None:
             return None
-        rows = math.prod(int(s) for s in x.shape) // cols
+        rows, cols = layout
         out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
         args = (np.int64(rows), np.int64(cols), self.kernel_arg(out), self._dense_arg(x))
         self.kernel_launch(x.dtype, "softmax_rows", rows, *args, np.int32(log_mode))
@@ -386,16 +395,10 @@ class KernelHost(ABC):
         op = "softmax_backward"
         xp = self._kernel_xp(op, dy, y)
         ax = _nn.check_softmax_backward(xp.isdtype, dy, y, axis)
-        ndim = len(y.shape)
-        cols = int(y.shape[ax])
-        if (
-            ax != ndim - 1
-            or dy.dtype != y.dtype
-            or dtype_name(y.dtype) not in DTYPES
-            or not 0 < cols <= SOFTMAX_MAX_ROW
-        ):
+        layout = self._rows(y, ax) if dy.dtype == y.dtype else None
+        if layout is None:
             return _nn.softmax_backward(xp, dy, y, axis)
-        rows = math.prod(int(s) for s in y.shape) // cols
+        rows, cols = layout
         out = self.kernel_empty(tuple(int(s) for s in y.shape), y.dtype)
         args = (np.int64(rows), np.int64(cols), self.kernel_arg(out))
         self.kernel_launch(

@@ -205,8 +205,10 @@ def softmax_cross_entropy(
     d = logits.shape[-1]
     grad = np.empty_like(logits)
     flat = labels.reshape(-1)
+    rows = logits.reshape(-1, d)
+    top, total = np.empty(rows.shape[0]), np.empty(rows.shape[0])
     loss = _run(
-        "softmax_xent_small", logits.reshape(-1, d), flat, float(scale), grad.reshape(-1, d),
+        "softmax_xent_small", rows, flat, float(scale), grad.reshape(-1, d), top, total,
         serial=True,
     )  # fmt: skip
     if loss is FAILED or loss != loss:  # NaN: a label out of range or a row it does not take

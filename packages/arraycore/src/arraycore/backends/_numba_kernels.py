@@ -307,37 +307,28 @@ def softmax_rows(x, out, total, rows):  # type: ignore[no-untyped-def]  # noqa: 
 
 
 @njit(fastmath=_FLAGS, cache=True)
-def softmax_xent_small(z, labels, scale, grad):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """Softmax cross-entropy of the float32 logits ``z`` ``(R, D)`` against ``labels``, row by
-    row on one thread (for small arrays, where NumPy's code is a dozen calls of overhead):
-    ``grad[r] = (softmax(z[r]) - one_hot(labels[r])) * scale`` and the return value
-    ``scale * sum(log(sum(exp(z[r] - max))) + max - z[r, labels[r]])`` (float64). NaN, with
-    ``grad`` partly written, when a label lies outside ``[0, D)`` or a row's max is not finite
-    or it holds a NaN: the caller computes those another way."""
+def softmax_xent_small(z, labels, scale, grad, top, total):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Softmax cross-entropy of the float32 logits ``z`` ``(R, D)`` against ``labels`` on one
+    thread (for small arrays, where NumPy's code is a dozen calls of overhead), with
+    :func:`softmax_rows`' passes over all the rows (``top``, ``total``: float64 scratch of ``R``):
+    ``grad[r] = (softmax(z[r]) - one_hot(labels[r])) * scale`` and the return value ``scale *
+    sum(log(sum(exp(z[r] - max))) + max - z[r, labels[r]])`` (float64). NaN, with ``grad``
+    partly written, when a label lies outside ``[0, D)`` or a row's max is not finite or it
+    holds a NaN: the caller computes those another way."""
     count, d = z.shape
-    loss = 0.0
     for r in range(count):
-        label = labels[r]
-        if label < 0 or label >= d:
+        if labels[r] < 0 or labels[r] >= d:
             return np.nan
-        m = z[r, 0]
-        nans = 0
-        for j in range(d):
-            v = z[r, j]
-            m = v if v > m else m  # NaN never wins a comparison: counted instead
-            nans += v != v
-        if nans != 0 or not math.isfinite(m):
-            return np.nan
-        total = 0.0
-        for j in range(d):
-            e = _exp_nonpositive(z[r, j] - m)
-            grad[r, j] = e
-            total += e
-        k = np.float32(scale / total)
+    _block_max(z, 0, count, top)
+    _block_exp(z, 0, count, top, grad, total)
+    loss = 0.0  # NaN from a row whose total is NaN
+    for r in range(count):
+        k = np.float32(scale / total[r])
         for j in range(d):
             grad[r, j] *= k
+        label = labels[r]
         grad[r, label] -= np.float32(scale)
-        loss += math.log(total) + m - z[r, label]
+        loss += math.log(total[r]) + top[r] - z[r, label]
     return loss * scale
 
 

@@ -51,6 +51,7 @@ from ..nn_shapes import (
     pool_window,
 )
 from . import _numba, _onednn
+from .numpy import _matmul
 from .numpy import gemm as _mm
 
 __all__ = [
@@ -685,14 +686,8 @@ def _finite_max(x: np.ndarray, axis: Any) -> np.ndarray | None:
 def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     """:func:`arraycore._nn.softmax`: numba's kernel for large float32 arrays along their last
     axis; slices with a non-finite max go to the reference."""
-    if (
-        type(x) is np.ndarray
-        and x.dtype is _F32
-        and x.size >= _numba.PARALLEL_MIN
-        and type(axis) is int
-        and axis in (-1, x.ndim - 1)
-    ):
-        found = _numba.softmax(x)
+    if type(x) is np.ndarray and type(axis) is int and axis in (-1, x.ndim - 1):
+        found = _numba.softmax(x)  # which says whether it takes x
         if found is not None:
             return found
     m = _finite_max(x, axis) if isinstance(x, np.ndarray) else None
@@ -918,17 +913,6 @@ def lstm_backward(
 
 
 # -- GRU ------------------------------------------------------------------------------------------
-def _product(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """``a @ b`` on oneDNN's OpenMP threads where it takes it, as the backend's ``matmul``
-    (OpenBLAS's threads, spinning after each call, would take the cores from the OpenMP
-    ones), else NumPy's (into ``out`` if given)."""
-    found = _onednn.matmul(a, b)
-    if found is not None:
-        return found
-    result: np.ndarray = np.matmul(a, b, out=out)
-    return result
-
-
 def gru_sequence(
     xw: np.ndarray, u: np.ndarray, b: np.ndarray, h0: np.ndarray | None = None
 ) -> tuple[np.ndarray, Any]:
@@ -941,10 +925,10 @@ def gru_sequence(
     y, cand, rec_n = np.empty(seq, np.float32), np.empty(seq, np.float32), np.empty(seq, np.float32)
     ru = np.empty((n, t_len, 2 * hidden), np.float32)
     h = np.zeros((n, hidden), np.float32) if h0 is None else h0.copy()
-    hid = np.empty((n, 3 * hidden), np.float32)
+    no_hid = np.empty((n, 3 * hidden), np.float32)  # read by no step without a state
     for t in range(t_len):
         has_h = t > 0 or h0 is not None
-        step_hid = _product(h, u, hid) if has_h else hid
+        step_hid = _matmul(h, u) if has_h else no_hid  # oneDNN's threads where it takes it
         if not _numba.gru_step(
             "gru_cell_forward", t, has_h, step_hid, xw, b, h, ru, cand, rec_n, y
         ):
@@ -961,7 +945,7 @@ def gru_sequence_backward(
     ru, cand, rec_n = saved
     if not _numba.gru_takes(dy, u, h0, y, ru, cand, rec_n):
         return _nn_gru.gru_sequence_backward(np, dy, u, h0, y, saved)
-    u_t = np.ascontiguousarray(u.T)
+    u_t = _nn_rnn.transposed_u(np, u)
     dxw = np.empty((n, t_len, 3 * hidden), np.float32)
     dhid = np.empty((n, t_len, 3 * hidden), np.float32)
     dhz = np.empty((n, hidden), np.float32)
@@ -972,9 +956,9 @@ def gru_sequence_backward(
         if not _numba.gru_step("gru_cell_backward", *args, y, ru, cand, rec_n, dxw, dhid):
             return _nn_gru.gru_sequence_backward(np, dy, u, h0, y, saved)
         if t > 0 or h0 is not None:
-            g = _product(dhid[:, t], u_t, g)
+            g = _matmul(dhid[:, t], u_t)
     rows = n * t_len
     h_prev = _nn_gru.previous_states(np, y, h0).reshape(rows, hidden)
     flat = dhid.reshape(rows, 3 * hidden)
-    du, db = _product(h_prev.T, flat), np.add.reduce(flat, axis=0)
+    du, db = _matmul(h_prev.T, flat), np.add.reduce(flat, axis=0)
     return dxw, du, db, (g + dhz) if h0 is not None else None
