@@ -175,6 +175,18 @@ def _concat_for(cp: Any) -> Callable[..., Array]:
     return concat
 
 
+def _tensordot_for(cp: Any) -> Callable[..., Array]:
+    """``tensordot`` taking ``axes=([], [])`` as ``axes=0`` (the outer product), as NumPy does:
+    CuPy 14 raises ValueError for it when an input is 0-d (H200 run, 2026-11-28)."""
+
+    def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Array:
+        if not isinstance(axes, int | np.integer) and not any(len(a) for a in axes):
+            axes = 0
+        return cp.tensordot(x1, x2, axes=axes)
+
+    return tensordot
+
+
 # -- assignment through index arrays: the last write wins, as in NumPy ------------------------------
 def _has_index_arrays(cp: Any, key: Any) -> bool:
     parts = key if isinstance(key, tuple) else (key,)

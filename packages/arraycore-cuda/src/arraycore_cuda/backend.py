@@ -56,6 +56,7 @@ from ._adapters import (
     _scatter_add,
     _setitem_last_wins,
     _sign,
+    _tensordot_for,
 )
 from ._linalg_cuda import LINALG_NAMES, linalg_table
 from ._nn_cuda import NN_OVERRIDES, CudaNN
@@ -90,7 +91,7 @@ SAME_AS_CUPY = (
     "logical_or", "logical_not", "negative", "positive", "abs", "sqrt", "square", "exp",
     "expm1", "log", "log1p", "tanh", "sin", "cos", "floor", "ceil", "round", "isnan", "isinf",
     "isfinite", "sum", "prod", "mean", "max", "min", "argmax", "argmin", "all", "any",
-    "cumulative_sum", "matmul", "tensordot", "matrix_transpose", "permute_dims", "squeeze",
+    "cumulative_sum", "matmul", "matrix_transpose", "permute_dims", "squeeze",
     "broadcast_to", "stack", "flip", "tile", "moveaxis", "take",
 )  # fmt: skip
 
@@ -104,6 +105,7 @@ CUPY_OVERRIDE_NAMES = frozenset(
         *SAME_AS_CUPY,
         *FLOAT_ADAPTED,
         "concat",
+        "tensordot",
         "pow",
         "sign",
         "from_dlpack",
@@ -501,6 +503,7 @@ def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
     adapted = _float_ufuncs(cp)
     table.update({name: adapted[name] for name in FLOAT_ADAPTED})
     table["concat"] = _concat_for(cp)
+    table["tensordot"] = _tensordot_for(cp)
     table["from_dlpack"] = _from_dlpack_for(cp, index)
     for entry in ELEMENTWISE:  # CuPy's ufuncs carry NumPy's names (arccos, left_shift, ...)
         if entry.primitive:
