@@ -4,6 +4,7 @@ dtype, and ``from_dlpack`` onto one device."""
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -82,13 +83,50 @@ def _from_dlpack_for(cp: Any, index: int) -> Callable[..., Array]:
                     "and copy=False forbids moving it"
                 )
             with cp.cuda.Device(index):
-                return cp.array(cp.asnumpy(arr), copy=True)
+                return _device_array(cp, cp.asnumpy(arr))
         if copy is False:
             raise BufferError("from_dlpack: host memory must be copied to the GPU (copy=False)")
         with cp.cuda.Device(index):
-            return cp.array(np.from_dlpack(x), copy=True)
+            return _device_array(cp, np.from_dlpack(x))
 
     return from_dlpack
+
+
+# -- host values to the device, -0.0 kept ------------------------------------------------------------
+def _device_array(cp: Any, value: Any, dtype: Any = None) -> Array:
+    """``cupy.array(value, dtype)``, a copy on the current device, with every bit of a 0-d value.
+
+    Run on an H200 (CuPy 14.2, 2026-11-28): CuPy makes a 0-d array from a host value by filling
+    it, and ``fill`` writes zeros with a memset, so ``cupy.array(np.float32(-0.0))`` is +0.0
+    (``copysign(1, x)`` of it gave 1). A 0-d value is copied as one element and reshaped.
+    """
+    if isinstance(value, cp.ndarray):
+        return value.astype(dtype, copy=True) if dtype is not None else value.copy()
+    host = np.asarray(value, dtype=dtype)
+    if host.ndim == 0:
+        return cp.array(host.reshape(1), copy=True).reshape(())
+    return cp.array(host, copy=True)
+
+
+def _as_device(cp: Any, value: Any, dtype: Any) -> Array:
+    """``value`` as a device array of ``dtype``: CuPy arrays cast without a copy where they have
+    it already, host values through :func:`_device_array`."""
+    if isinstance(value, cp.ndarray):
+        return value.astype(dtype, copy=False)
+    return _device_array(cp, value, dtype)
+
+
+def _full(cp: Any, shape: Any, fill: Any, dtype: Any) -> Array:
+    """``cupy.full``, with a negative zero kept (CuPy's fill writes zeros with a memset)."""
+    if (
+        np.dtype(dtype).kind == "f"
+        and isinstance(fill, float)
+        and fill == 0
+        and math.copysign(1.0, fill) < 0
+    ):
+        out = cp.zeros(shape, dtype=dtype)
+        return cp.negative(out, out=out)
+    return cp.full(shape, fill, dtype=dtype)
 
 
 # -- NumPy's floor division and remainder of floats ------------------------------------------------
@@ -149,7 +187,7 @@ def _float_ufuncs(cp: Any) -> dict[str, Callable[..., Any]]:
             if dtype.kind != "f":
                 return other(x1, x2, out=out)
             wide = np.dtype(np.float32) if dtype == np.float16 else dtype
-            a, b = cp.asarray(x1, dtype=wide), cp.asarray(x2, dtype=wide)
+            a, b = (_as_device(cp, x, wide) for x in (x1, x2))
             if out is not None and out.dtype == wide:
                 return kernel(name)(a, b, out)
             result = kernel(name)(a, b)
@@ -223,5 +261,5 @@ def _setitem_last_wins(cp: Any, x: Array, key: Any, value: Any) -> None:
     winner = cp.full(x.shape, -1, dtype=cp.int32)
     cupyx.scatter_max(winner, key, order)
     chosen = winner >= 0
-    values = cp.broadcast_to(cp.asarray(value).astype(x.dtype, copy=False), selected.shape)
+    values = cp.broadcast_to(_as_device(cp, value, x.dtype), selected.shape)
     x[chosen] = values.reshape(-1)[winner[chosen]]

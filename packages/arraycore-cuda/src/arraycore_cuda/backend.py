@@ -51,8 +51,10 @@ from arraycore.backend import UNARY_OPS as _UNARY
 
 from ._adapters import (
     _concat_for,
+    _device_array,
     _float_ufuncs,
     _from_dlpack_for,
+    _full,
     _scatter_add,
     _setitem_last_wins,
     _sign,
@@ -344,7 +346,7 @@ class CudaBackend(Backend):
         return int(x.device.id)
 
     def from_numpy(self, a: np.ndarray) -> Array:
-        return self._cp.array(a, copy=True)
+        return _device_array(self._cp, a)
 
     def to_numpy(self, x: Array) -> np.ndarray:
         result: np.ndarray = self._cp.asnumpy(x)
@@ -355,7 +357,7 @@ class CudaBackend(Backend):
         if type(fill_value) is int and np.dtype(dtype).kind in "fc":
             # CuPy converts a Python int through int64 first (2**63 overflows); NumPy rounds it
             fill = float(fill_value) if np.dtype(dtype).kind == "f" else complex(fill_value)
-        return self._cp.full(shape, fill, dtype=dtype)
+        return _full(self._cp, shape, fill, dtype)
 
     # -- element-wise ----------------------------------------------------------------------------
     def unary(self, op: str, x: Array, out: Array | None = None) -> Array:

@@ -91,6 +91,24 @@ def test_asarray_numpy_scalars(xp: Any) -> None:
         assert_close(xp.asarray(value), np.asarray(value))
 
 
+def test_negative_zero_keeps_its_sign(xp: Any) -> None:
+    """-0.0 reaches the device as -0.0 however it is given: a 0-d or 1-d NumPy array, a NumPy
+    or Python scalar, a fill value (CuPy 14 fills new 0-d arrays, and zeros, with a memset)."""
+    for dtype in acst.supported_dtypes(xp, "real floating"):
+        zero = np.array(-0.0, dtype)
+        made = {
+            "asarray(0-d)": xp.asarray(zero),
+            "asarray(1-d)": xp.asarray(zero.reshape(1)),
+            "asarray(numpy scalar)": xp.asarray(zero[()]),
+            "asarray(float)": xp.asarray(-0.0, dtype=dtype),
+            "full(())": xp.full((), -0.0, dtype=dtype),
+            "full((3,))": xp.full((3,), -0.0, dtype=dtype),
+            "copysign(1, -0.0)": xp.copysign(xp.ones((), dtype=dtype), xp.asarray(zero)),
+        }
+        for how, x in made.items():
+            assert np.all(np.signbit(to_host(x))), f"{how} of -0.0 ({dtype}) lost its sign"
+
+
 def test_asarray_list_with_dtype(xp: Any) -> None:
     for dtype in acst.supported_dtypes(xp):
         assert_close(xp.asarray([[1, 0], [0, 1]], dtype=dtype), np.eye(2, dtype=dtype))
