@@ -32,7 +32,7 @@ device synchronisation (``torch.cuda.synchronize()``; the CUDA backend's ``synch
 the block's time over its step count is the per-step time; both are warmed up first (CuPy
 compiles its kernels on first use, cuDNN autotunes each shape). The GPU implementations' block
 size is set from the faster of the two, apart from the CPU ones'. Peak device memory of one step
-comes from CuPy's pool and ``torch.cuda.max_memory_allocated()``. Without a GPU, or with another
+counts allocated blocks on both sides (a CuPy memory hook; ``torch.cuda.max_memory_allocated()``). Without a GPU, or with another
 backend, none of this code runs (``--self-check`` tests that).
 """
 
@@ -365,9 +365,12 @@ def gpu_peak_memory(case: Case, name: str) -> int:
 
     Measured against what is already allocated on the device (the timed implementations are
     still alive), so only what this fresh build and its steps allocate counts. nnlayers: the
-    CuPy pool's bytes (its high-water mark since ``reset_memory_stats()``, which drops the
-    cached free blocks); PyTorch: ``torch.cuda.max_memory_allocated()`` after
-    ``reset_peak_memory_stats()``.
+    bytes the CuPy pool hands out (``used_bytes``) before the step, plus their high-water mark
+    during it, tracked by a CuPy memory hook on every allocation and release; PyTorch:
+    ``torch.cuda.max_memory_allocated()`` after ``reset_peak_memory_stats()``. Both count
+    allocated blocks, not what the allocator holds. (Until 2026-11-28 the nnlayers figure was
+    the pool's held bytes, which count the free remainder of cached blocks that the earlier,
+    larger cases left split under a live array: a small MLP "used" 32.9 MB on an H200.)
     """
     x, y = make_batches(case, 1)[0]
     with arraycore.use("numpy"):
@@ -386,10 +389,14 @@ def gpu_peak_memory(case: Case, name: str) -> int:
         def step() -> Any:
             return model.train_step(data)
 
-        sync, reset = backend.synchronize, backend.reset_memory_stats
+        tracker = _cupy_peak_tracker()
+        sync = backend.synchronize
+
+        def reset() -> None:
+            tracker.start(backend.memory_stats()["used_bytes"])
 
         def peak() -> int:
-            return backend.memory_stats()["pool_bytes"]
+            return tracker.stop()
     else:
         assert torch_steps is not None
         data = (torch_steps.to_cuda(x), torch_steps.to_cuda(y))
@@ -417,6 +424,39 @@ def gpu_peak_memory(case: Case, name: str) -> int:
     step()
     sync()
     return peak() - base
+
+
+def _cupy_peak_tracker() -> Any:
+    """A tracker of the bytes CuPy's pool has handed out: ``start(used)`` from ``used`` bytes,
+    ``stop()`` returns the most held in between (allocations and releases seen by a
+    ``cupy.cuda.MemoryHook``, rounded sizes, as the pool's ``used_bytes``)."""
+    import cupy
+
+    class PeakHook(cupy.cuda.MemoryHook):  # type: ignore[misc]
+        name = "nnlayers_bench_peak"
+
+        def __init__(self) -> None:
+            self.now = self.peak = 0
+
+        def malloc_postprocess(self, **kw: Any) -> None:
+            self.now += int(kw["mem_size"])
+            self.peak = max(self.peak, self.now)
+
+        def free_postprocess(self, **kw: Any) -> None:
+            self.now -= int(kw["mem_size"])
+
+    class Tracker:
+        hook = PeakHook()
+
+        def start(self, used: int) -> None:
+            self.hook.now = self.hook.peak = used
+            self.hook.__enter__()
+
+        def stop(self) -> int:
+            self.hook.__exit__(None, None, None)
+            return int(self.hook.peak)
+
+    return Tracker()
 
 
 # -- environment ----------------------------------------------------------------------------------
