@@ -64,6 +64,7 @@ from bench_report import CUDA_NN, CUDA_TORCH, fmt_ms, machine, ratio, write_docs
 from bench_training import Impl, time_case  # noqa: E402
 
 import arraycore  # noqa: E402
+import nnlayers  # noqa: E402
 from arraycore.backends import _onednn as onednn  # noqa: E402
 
 MARKERS = ("<!-- networks:start -->", "<!-- networks:end -->")
@@ -477,6 +478,27 @@ def report(info: dict[str, str], runs: list[dict[str, Any]], notes: list[str]) -
 
 
 # -- main -----------------------------------------------------------------------------------------
+def profile_case(case: networks.Case, steps: int = 5) -> str:
+    """The per-op profile (:func:`nnlayers.profile`) of ``steps`` training steps of ``case`` on
+    the active backend at one thread, after warm-up steps; on a device backend also with the
+    host's time alone (no waiting for the device around each op)."""
+    set_threads(1)
+    batches = case.batches(2)
+    model, _ = case.build()
+    xp = model.xp
+    modes = [True] if xp.name == "numpy" else [True, False]
+    parts = [f"## {case.name} ({xp.name}, one thread)"]
+    for sync in modes:
+        with nnlayers.profile(sync=sync):  # compiles the profile's plans
+            for i in range(2):
+                model.train_step(batches[i % 2])
+        with nnlayers.profile(sync=sync) as prof:
+            for i in range(2 + steps):
+                model.train_step(batches[i % 2])
+        parts.append(prof.table(top=15))
+    return "\n\n".join(parts)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="1,all", help="thread counts, e.g. 1,2 or 1,all")
@@ -485,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help=f"subset of {','.join(networks.BY_KEY)}")
     parser.add_argument("--write", type=Path, default=None, help="docs page to update")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="print each case's per-op profile on $ARRAYCORE_BACKEND (one thread) and stop",
+    )
     parser.add_argument("--memory-child", nargs=2, metavar=("CASE", "IMPL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.memory_child:
@@ -496,6 +523,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"--only: unknown {unknown}; the cases are {list(networks.BY_KEY)}")
     cases = [networks.BY_KEY[k] for k in keys]
+    if args.profile:
+        for case in cases:
+            print(profile_case(case), flush=True)
+        return 0
 
     notes = [TORCH_NOTE] if TORCH_NOTE else []
     extra_name = os.environ.get("ARRAYCORE_BACKEND", "numpy").strip().lower() or "numpy"

@@ -596,6 +596,10 @@ class OpenCLBackend(Backend, OpenCLKernels):
         """Start a new peak from what is live now."""
         self.rt.peak_bytes = self.rt.used_bytes()
 
+    def synchronize(self) -> None:
+        """Wait until this device's queue has finished what it holds (``clFinish``)."""
+        self.rt.queue.finish()
+
     # -- nn overrides: one launch for im2col, col2im and each max-pooling pass ---------------
     def overrides(self) -> dict[str, Any]:
         """Convolutions (KernelHost's host code on this backend's strided im2col / col2im

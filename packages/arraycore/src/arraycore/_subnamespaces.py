@@ -567,3 +567,9 @@ class NamespaceInfo:
     def reset_memory_stats(self) -> None:
         """Start a new peak for :meth:`memory_stats`."""
         self._xp._backend.reset_memory_stats()
+
+    def synchronize(self) -> None:
+        """Wait until the device has finished the work queued so far: kernels on GPUs and
+        OpenCL devices run after their calls return, so a timer read without this measures only
+        the host's part. A no-op where calls compute before they return (NumPy)."""
+        self._xp._backend.synchronize()

@@ -288,6 +288,10 @@ class Backend(ABC):
     def reset_memory_stats(self) -> None:
         """Start a new peak for :meth:`memory_stats` (a no-op where nothing is tracked)."""
 
+    def synchronize(self) -> None:
+        """Wait until the device has finished the work queued so far (a no-op, the default,
+        where every call returns only once its result is computed, as on the host)."""
+
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
     """Normalise an ``axis`` argument to a sorted tuple of non-negative ints, or raise."""

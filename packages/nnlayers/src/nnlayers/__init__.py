@@ -62,6 +62,7 @@ from .layers import (
 )
 from .models import GAN, VAE, Classifier, Model, Regressor
 from .parameter import Parameter
+from .profiler import Profile, profile
 from .summary import summary
 from .train import History, fit
 
@@ -77,4 +78,6 @@ __all__ = [
     # data, models and training
     "GAN", "VAE", "Classifier", "Feed", "History", "Model", "Regressor", "StreamFeed",
     "checkpoint", "distributed", "fit", "models", "optim", "plotting", "summary", "train",
+    # looking inside a step
+    "Profile", "profile",
 ]  # fmt: skip

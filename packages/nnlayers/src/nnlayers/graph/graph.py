@@ -26,6 +26,7 @@ import numpy as np
 import arraycore
 from arraycore import checks_enabled
 
+from .. import profiler
 from ..errors import FeedError, FeedIndexError, GraphError
 from ..expr.node import Expr, as_expr, infer_specs
 from ..expr.spec import format_shape
@@ -317,7 +318,9 @@ class Graph:
         return values, tuple(shapes), checked
 
     def _plan(self, key: tuple[Any, ...]) -> Plan:
-        plan = self._plans.get(key)
+        prof = profiler.active()
+        plans = self._plans if prof is None else prof.plans_for(self)
+        plan = plans.get(key)
         if plan is not None:
             return plan
         shapes = {}
@@ -338,7 +341,11 @@ class Graph:
             self.state,
             guard=self._check_finite,
             check_specs=self._check_specs,
+            profile=prof,
         )
+        if prof is not None:
+            plans[key] = plan  # dropped with the profile
+            return plan
         self._plans[key] = plan
         if len(self._plans) > _MAX_PLANS:
             self._plans.popitem(last=False)

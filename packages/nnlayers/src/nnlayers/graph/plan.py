@@ -58,12 +58,14 @@ class Plan:
         state: Any,
         guard: bool = False,
         check_specs: bool = False,
+        profile: Any = None,
     ) -> None:
         self.analysis = a = analysis
         self.xp = xp
         self.state = state
         self.guard = guard
         self.check_specs = check_specs
+        self.profile = profile  # a nnlayers.profiler.Profile timing every step, or None
         n = len(a.nodes)
         self.size = n
         specs: list[Spec] = []
@@ -82,7 +84,7 @@ class Plan:
         self.ops = ops
         # guarded or spec-checked steps run through a wrapper callable; otherwise a step names
         # the op's method, which the generated code calls itself
-        self._wrapped = guard or check_specs
+        self._wrapped = guard or check_specs or profile is not None
         self._compile_backward()
         self._compile_forward()
         self._generate()
@@ -146,6 +148,8 @@ class Plan:
                     backward = guard_backward(backward, xp, a.nodes[i], a.nodes, ins)
                 if self.check_specs:
                     backward = check_specs_backward(backward, a.nodes[i], self.specs[i], in_specs)
+                if self.profile is not None:
+                    backward = self._timed(backward, i, "backward")
             # plain first contributions (no cast): a single assignment each in the generated code
             assigns = tuple(
                 (k, j) for k, j, mode, cast, _ in actions if mode == ASSIGN and cast is None
@@ -216,11 +220,20 @@ class Plan:
                         fn = guard_forward(fn, xp, a.nodes[i], op.has_residual)
                     if self.check_specs:
                         fn = check_specs_forward(fn, a.nodes[i], self.specs[i], op.has_residual)
+                    if self.profile is not None:
+                        fn = self._timed(fn, i, "forward")
                 phase_residual = residual if steps is self.forward_steps_train else min(residual, 1)
                 steps.append((fn, a.inputs[i], i, phase_residual, frees))
         self.release_after_train_forward = tuple(j for j in outputs if j not in self.backward_reads)
         spec = self.specs[a.outputs[0]]
         self.seed = xp.ones(spec.shape, dtype=spec.dtype) if spec.is_float else None
+
+    def _timed(self, fn: Any, i: int, phase: str) -> Any:
+        """Step ``fn`` of node ``i`` timed into the active profile's row for it."""
+        node = self.analysis.nodes[i]
+        shape = "x".join(str(d) for d in self.specs[i].shape) or "scalar"
+        label = f"{node.describe()} #{i} ({shape})"
+        return self.profile.wrap(fn, id(self.analysis), i, node.kind, label, phase, self.xp)
 
     def _fed_indices(self, i: int) -> int | None:
         """The placeholder slot whose values step ``i`` hands arraycore as indices (its op's

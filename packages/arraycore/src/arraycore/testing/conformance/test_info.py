@@ -156,3 +156,20 @@ def test_memory_stats_count_uploaded_arrays(xp: Any) -> None:
         assert after is not None
         assert after["used_bytes"] <= during["used_bytes"] - size // 2, (upload, during, after)
         assert after["peak_bytes"] >= before["used_bytes"] + size // 2
+
+
+def test_synchronize_waits_for_queued_work(xp: Any) -> None:
+    """``synchronize()`` returns None once the work queued before it is done, with nothing
+    queued too, and leaves every result as it was."""
+    info = xp.__array_namespace_info__()
+    assert info.synchronize() is None  # nothing queued
+    host = np.arange(4096, dtype=np.float32).reshape(64, 64) / 4096
+    x = xp.asarray(host)
+    y = x
+    for _ in range(8):
+        y = xp.add(xp.matmul(y, x), 1.0)
+    assert info.synchronize() is None
+    want = host
+    for _ in range(8):
+        want = want @ host + np.float32(1.0)
+    assert_close(y, want, scale=64)
