@@ -148,6 +148,42 @@ def max_pool2d_backward(dy, x, kh, kw, sh, sw, top, left, dx):  # type: ignore[n
 
 
 @njit(parallel=True, fastmath=_FLAGS, cache=True)
+def max_pool2d_backward_2x2(dy, x, dx):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Max-pool backward for 2x2 windows at stride 2 without padding, on planes (``dy``
+    ``(N*C, OH, OW)``, ``x`` and ``dx`` ``(N*C, H, W)``): every pixel of ``dx`` under a window is
+    written (``dy`` at the window's first maximum, 0 elsewhere), so ``dx`` needs no zeroing but
+    for the last row or column an odd ``H`` or ``W`` leaves out. A row of windows is chosen
+    with selects the compiler vectorises; one holding a NaN or an infinity is redone by
+    :func:`_window_max` (the reference's rule: the first NaN wins)."""
+    for plane in prange(x.shape[0]):
+        xp, dxp, g = x[plane], dx[plane], dy[plane]
+        for p in range(dy.shape[1]):
+            r = 2 * p
+            x0, x1, d0, d1, gp = xp[r], xp[r + 1], dxp[r], dxp[r + 1], g[p]
+            bad = 0.0
+            for q in range(dy.shape[2]):
+                c = 2 * q
+                a, b, e, f = x0[c], x0[c + 1], x1[c], x1[c + 1]
+                bad += (a - a) + (b - b) + (e - e) + (f - f)  # NaN where any is NaN or inf
+                kb = b > a
+                m = b if kb else a
+                ke = e > m
+                m = e if ke else m
+                kf = f > m
+                gq = gp[q]
+                d1[c + 1] = gq if kf else 0.0
+                d1[c] = gq if ke and not kf else 0.0
+                d0[c + 1] = gq if kb and not (ke or kf) else 0.0
+                d0[c] = 0.0 if kb or ke or kf else gq
+            if bad != bad:
+                for q in range(dy.shape[2]):
+                    c = 2 * q
+                    d0[c] = d0[c + 1] = d1[c] = d1[c + 1] = 0.0
+                    rr, cc = _window_max(xp, r, c, 2, 2)
+                    dxp[rr, cc] = gp[q]
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
 def layer_norm(x, gamma, beta, eps, y, mean, inv_std):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """Layer normalisation of each row of ``x`` ``(R, D)`` into ``y``: its mean, its biased
     variance about that mean (the row read again from cache), ``y = (x - mean) * inv_std *
