@@ -329,3 +329,21 @@ def test_gpu_test_stages_run_side_by_side_with_xdist_workers(tmp_path: Path, mon
     assert order == gpu_stages
     assert all(spans[a][1] <= spans[b][0] for a, b in itertools.pairwise(order))
     assert "-n" not in commands["nnlayers"]
+
+
+def test_profile_stage_reads_the_costliest_op_of_each_case() -> None:
+    """The ``profile`` stage's summary comes from ``bench_networks.py --profile``'s real output
+    (run here on the NumPy backend: the GRU's recurrence leads its step)."""
+    script = Path(__file__).resolve().parents[2] / "nnlayers" / "benchmarks" / "bench_networks.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--profile", "--only", "gru"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "ARRAYCORE_BACKEND": "numpy"},
+        check=True,
+    )
+    (case, top), *rest = verify.profile_tops(run.stdout)
+    assert not rest and case.startswith("GRU language model")
+    assert top in ("gru_sequence backward", "gru_sequence forward"), run.stdout
+    assert verify.profile_tops("no tables here") == []

@@ -70,6 +70,7 @@ GPU_STAGES = (
     "demo",
     "bench",
     "bench-networks",
+    "profile",
 )
 HOST_STAGES = ("wheelhouse", "install", "versions", "imports")
 #: GPU stages that run side by side on a node with at least :data:`PARALLEL_CORES` cores (each
@@ -100,6 +101,7 @@ TIMEOUTS = {
     "demo": 300,
     "bench": 420,
     "bench-networks": 540,
+    "profile": 300,
 }
 
 
@@ -488,6 +490,40 @@ def stage_bench_networks(ctx: core.Context, timeout: float) -> core.Result:
     )
 
 
+def profile_tops(output: str) -> list[tuple[str, str]]:
+    """``(case, "op phase")`` of the costliest row of each case's first table in the output of
+    ``bench_networks.py --profile``."""
+    tops = []
+    for block in re.split(r"^## ", output, flags=re.MULTILINE)[1:]:
+        lines = block.splitlines()
+        rows = lines[lines.index(next(x for x in lines if x.startswith("---"))) + 1 :]
+        first = rows[0].split() if rows else []
+        if len(first) >= 2:
+            tops.append((lines[0].rsplit(" (", 1)[0], f"{first[0]} {first[1]}"))
+    return tops
+
+
+def stage_profile(ctx: core.Context, timeout: float) -> core.Result:
+    """Where each network's step goes on the GPU: ``bench_networks.py --profile`` (nnlayers'
+    per-op profile, with the device waited for around each op and with host time alone); the
+    tables are in ``logs/profile.log``, the summary names each case's costliest op."""
+    script = core.repo_path(ctx, "packages", "nnlayers", "benchmarks", "bench_networks.py")
+    if script is None:
+        return core.no_checkout("packages/nnlayers/benchmarks")
+    cases = ("vgg", "resnet", "lstm", "transformer")
+    cmd = [ctx.python, str(script), "--profile", "--only", ",".join(cases)]
+    run = ctx.run("profile", cmd, timeout, ARRAYCORE_BACKEND="cuda")
+    try:
+        tops = profile_tops(run.output)
+    except StopIteration:
+        tops = []
+    ok = run.rc == 0 and len(tops) == len(cases)
+    summary = "; ".join(f"{case[:28]}: {top}" for case, top in tops)
+    if not ok:
+        summary = f"profiles missing ({summary}): {core.tail(run.output, 5)}"
+    return core.outcome(run, ok, summary, tops=dict(tops))
+
+
 STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "wheelhouse": stage_wheelhouse,
     "install": stage_install,
@@ -504,6 +540,7 @@ STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "demo": stage_demo,
     "bench": stage_bench,
     "bench-networks": stage_bench_networks,
+    "profile": stage_profile,
 }
 
 
