@@ -120,7 +120,7 @@ def _full(cp: Any, shape: Any, fill: Any, dtype: Any) -> Array:
     """``cupy.full``, with a negative zero kept (CuPy's fill writes zeros with a memset)."""
     if (
         np.dtype(dtype).kind == "f"
-        and isinstance(fill, float)
+        and isinstance(fill, float | np.floating)
         and fill == 0
         and math.copysign(1.0, fill) < 0
     ):
