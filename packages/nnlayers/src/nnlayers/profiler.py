@@ -13,9 +13,10 @@ before and after each op (``sync=True``, the default), so a row is the op's host
 together and nothing overlaps; ``sync=False`` times the host's part alone, which is what a step
 bound by Python and launch overhead spends. On the NumPy backend both are the same.
 
-The table groups rows by op (``by="op"``) or lists each node of the graph (``by="node"``); the
-time outside every op (the optimiser, feeding, the plan's own code, the first call's
-compilation) is the wall time of the block less the ops' time. Timing each op adds a few
+The table groups rows by op (``by="op"``) or lists each node of the graph (``by="node"``); an
+optimiser's ``step()`` is a row of its own (op ``optimizer``, phase ``update``). The time
+outside them (feeding, the plan's own code, the first call's compilation) is the wall time of
+the block less theirs. Timing each op adds a few
 microseconds per call, so profile for the shares, and time steps without it.
 """
 

@@ -42,6 +42,8 @@ def test_profile_times_each_op_forward_and_backward() -> None:
         for phase in ("forward", "backward"):
             assert rows[(op, phase)].calls == per_step * 3, (op, phase)
     assert rows[("softmax_cross_entropy", "forward")].calls == 3
+    assert rows[("optimizer", "update")].calls == 3  # the optimiser's step, a row of its own
+    assert any(r.node == "SGD.step" for r in prof.rows(by="node"))
     assert all(r.seconds > 0 for r in rows.values())
     assert 0 < prof.op_seconds <= prof.wall_seconds
     # the rows by node add up to the rows by op, and name each node with its output shape

@@ -23,6 +23,7 @@ import numpy as np
 import arraycore
 from arraycore import ArrayNamespace
 
+from .. import profiler
 from ..parameter import Parameter, trainable_version
 from .schedules import LearningRate, describe_lr
 
@@ -165,6 +166,15 @@ class Optimizer:
     # -- the step ------------------------------------------------------------------------------
     def step(self) -> None:
         """Update every parameter that has a gradient, in place, and count one step."""
+        prof = profiler.active()
+        if prof is None or not self._params:
+            self._step()
+            return
+        xp = arraycore.namespace_of(self._params[0].value)
+        name = type(self).__name__
+        prof.wrap(self._step, id(self), -1, "optimizer", f"{name}.step", "update", xp)()
+
+    def _step(self) -> None:
         if not self._params:
             raise RuntimeError(
                 f"{type(self).__name__}: no parameters to update; pass params=... or bind the "
