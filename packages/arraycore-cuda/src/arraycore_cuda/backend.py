@@ -450,9 +450,12 @@ class CudaBackend(Backend):
 
         ``used_bytes``: held by live arrays. ``pool_bytes``: held by the pool (live arrays plus
         cached free blocks). The pool keeps freed blocks, so ``pool_bytes`` is the high-water
-        mark of array memory since the last :meth:`reset_memory_stats` (an upper bound on the
-        peak of ``used_bytes``, by block rounding); ``peak_bytes`` is that figure, under the
-        protocol's name. ``device_free_bytes`` and ``device_total_bytes``: what the driver
+        mark of array memory since the last :meth:`reset_memory_stats`: an upper bound on the
+        peak of ``used_bytes``, which also counts the free rest of cached blocks the pool split
+        for smaller arrays (a 32.9 MB "peak" for a small MLP's step on an H200 after larger
+        networks had run in the process, 2026-11-28); ``peak_bytes`` is that figure, under the
+        protocol's name. For an exact peak, count allocations with a
+        ``cupy.cuda.MemoryHook`` (as ``bench_training.py`` does), at a cost on every one. ``device_free_bytes`` and ``device_total_bytes``: what the driver
         reports for the whole device. No call here waits for the GPU.
         """
         cp = self._cp
