@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from arraycore.device_kernels import ELEMENT_KERNELS, ELEMENT_RUN_CPU
 from arraycore.kernel_host import KernelHost
 from arraycore.nn_shapes import Window2d
 
@@ -236,4 +237,6 @@ class OpenCLKernels(KernelHost):
             h = int(args[1])
             self.rt.launch_rows(self.rt.kernel("dk", _NAME[dtype], name), h, n // h, *args)
             return
+        if self.rt.pieces and name in ELEMENT_KERNELS:  # a run of elements per work item
+            n = -(-n // ELEMENT_RUN_CPU)
         self.rt.launch(self.rt.kernel("dk", _NAME[dtype], name), n, *args)

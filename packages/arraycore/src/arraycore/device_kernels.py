@@ -170,6 +170,19 @@ _PRELUDES = {
 _CTYPES = {"float32": "float", "float64": "double"}
 
 _BODY = r"""
+/* Element kernels (ELEMENT_KERNELS): each work item takes ELEMENT_RUN consecutive elements, one
+   on GPUs; a run on CPU OpenCL devices (AC_PIECES), where a work item costs several times what
+   an element's arithmetic does. The launch covers ceil(n / ELEMENT_RUN) work items. */
+#ifdef AC_PIECES
+#define ELEMENT_RUN ELEMENT_RUN_CPU
+#else
+#define ELEMENT_RUN 1
+#endif
+#define FOR_ELEMENTS(i, n) \
+    for (i64 i = GID * ELEMENT_RUN, \
+             i##_end = (GID + 1) * ELEMENT_RUN < (n) ? (GID + 1) * ELEMENT_RUN : (n); \
+         i < i##_end; ++i)
+
 /* Columns (C, KH, KW, N, OH, OW) = a (C*KH*KW, N*OH*OW) matrix: a whole batch is one GEMM. */
 KERNEL void im2col(const i64 n, GLOBAL T* out, GLOBAL const T* x, GEOM) {
     const i64 gid = GID;
@@ -416,9 +429,7 @@ KERNEL void softmax_xent_rows(const i64 rows, const i64 cols, GLOBAL T* dlogits,
 /* ReLU's gradient from its output: dy * (y > 0), as arraycore's reference (NaN from a NaN or
    infinite dy where the unit is off) */
 KERNEL void relu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL const T* y) {
-    const i64 gid = GID;
-    if (gid >= n) return;
-    out[gid] = dy[gid] * (y[gid] > (T)0 ? (T)1 : (T)0);
+    FOR_ELEMENTS(gid, n) out[gid] = dy[gid] * (y[gid] > (T)0 ? (T)1 : (T)0);
 }
 
 /* GELU, tanh approximation, with its gate s = 0.5 (1 + tanh(u)) = sigmoid(2u) written through
@@ -434,40 +445,40 @@ FUNC void gelu_gate(const T x, T* s, T* ds) {
 }
 
 KERNEL void gelu(const i64 n, GLOBAL T* out, GLOBAL const T* x) {
-    const i64 gid = GID;
-    if (gid >= n) return;
-    T s, ds;
-    const T v = x[gid];
-    gelu_gate(v, &s, &ds);
-    out[gid] = v * s;
+    FOR_ELEMENTS(gid, n) {
+        T s, ds;
+        const T v = x[gid];
+        gelu_gate(v, &s, &ds);
+        out[gid] = v * s;
+    }
 }
 
 KERNEL void gelu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL const T* x) {
-    const i64 gid = GID;
-    if (gid >= n) return;
-    T s, ds;
-    const T v = x[gid];
-    gelu_gate(v, &s, &ds);
-    out[gid] = dy[gid] * (s + ds * v);
+    FOR_ELEMENTS(gid, n) {
+        T s, ds;
+        const T v = x[gid];
+        gelu_gate(v, &s, &ds);
+        out[gid] = dy[gid] * (s + ds * v);
+    }
 }
 
 /* Exact GELU: x Phi(x), Phi(x) = 0.5 erfc(-x / sqrt 2) (erfc: no cancellation in the lower tail);
    the derivative is Phi(x) + x phi(x), phi the standard normal density. */
 KERNEL void gelu_erf(const i64 n, GLOBAL T* out, GLOBAL const T* x) {
-    const i64 gid = GID;
-    if (gid >= n) return;
-    const T v = x[gid];
-    out[gid] = v * (T)0.5 * erfc(-v * (T)0.7071067811865476);
+    FOR_ELEMENTS(gid, n) {
+        const T v = x[gid];
+        out[gid] = v * (T)0.5 * erfc(-v * (T)0.7071067811865476);
+    }
 }
 
 KERNEL void gelu_erf_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy,
                               GLOBAL const T* x) {
-    const i64 gid = GID;
-    if (gid >= n) return;
-    const T v = x[gid];
-    const T cdf = (T)0.5 * erfc(-v * (T)0.7071067811865476);
-    const T pdf = EXP((T)(-0.5) * v * v) * (T)0.3989422804014327;
-    out[gid] = dy[gid] * (cdf + v * pdf);
+    FOR_ELEMENTS(gid, n) {
+        const T v = x[gid];
+        const T cdf = (T)0.5 * erfc(-v * (T)0.7071067811865476);
+        const T pdf = EXP((T)(-0.5) * v * v) * (T)0.3989422804014327;
+        out[gid] = dy[gid] * (cdf + v * pdf);
+    }
 }
 
 /* Layer normalisation of each row of a (rows, d) matrix: mean, biased variance about it (two
@@ -955,6 +966,16 @@ KERNEL void attn_backward_key(const i64 keys, const i64 Tq, const i64 Tk, const 
 """
 
 
+#: Kernels whose work items each take ``ELEMENT_RUN`` consecutive elements of ``n`` (their first
+#: argument): one on GPUs, :data:`ELEMENT_RUN_CPU` on CPU OpenCL devices (``AC_PIECES``), whose
+#: launches then cover ``ceil(n / ELEMENT_RUN_CPU)`` work items.
+ELEMENT_KERNELS = frozenset(
+    ("relu_backward", "gelu", "gelu_backward", "gelu_erf", "gelu_erf_backward")
+)
+#: Elements per work item of :data:`ELEMENT_KERNELS` on CPU OpenCL devices.
+ELEMENT_RUN_CPU = 256
+
+
 def source(dtype: str, dialect: str = "cuda") -> str:
     """The kernels for ``dtype`` (``float32``/``float64``) as CUDA C++ or OpenCL C."""
     if dtype not in DTYPES:
@@ -963,6 +984,7 @@ def source(dtype: str, dialect: str = "cuda") -> str:
         raise ValueError(f"dialect must be 'cuda' or 'opencl', got {dialect!r}")
     words = {**_WORDS[dialect], "T": _CTYPES[dtype]}
     text = _BODY.replace("GEOM", GEOM).replace("ATTN_MASK", ATTN_MASK)
+    text = text.replace("ELEMENT_RUN_CPU", str(ELEMENT_RUN_CPU))
     text = re.sub(r"\b(" + "|".join(words) + r")\b", lambda m: words[m.group(1)], text)
     return _PRELUDES[dialect, dtype] + text
 
