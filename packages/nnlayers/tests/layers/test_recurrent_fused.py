@@ -121,3 +121,35 @@ def test_lstm_layer_op_in_float32_matches_the_unrolled_graph(state) -> None:
     for got, want in zip(*results, strict=True):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("parts", ["cell", "hidden and cell", "last hidden and cell"])
+def test_fused_lstm_gradients_through_its_final_state(parts) -> None:
+    """A loss of the last cell state (and the hidden states or the last one): the fused LSTM's
+    packed output takes gradients from both its parts, as the unrolled graph does."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(3, 5, 2))
+
+    def run(fused: bool) -> list[np.ndarray]:
+        layer = LSTM(4, return_sequences=True, fused=fused, seed=3)
+        xs = ex.placeholder(x.shape, "float64", name="x")
+        seq = layer(xs)
+        h, c = layer.state
+        terms = [ex.sum(c * ex.constant(rng_weights((3, 4), 1)))]
+        if parts == "hidden and cell":
+            terms.append(ex.sum(seq * ex.constant(rng_weights((3, 5, 4), 2))))
+        if parts == "last hidden and cell":
+            terms.append(ex.sum(h * ex.constant(rng_weights((3, 4), 3))))
+        loss = terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        wrt = [xs, *layer.params]
+        graph = nnlayers.compile(loss, wrt=wrt)
+        graph.forward({xs: x})
+        grads = graph.backward()
+        return [graph.xp.to_numpy(grads[w]) for w in wrt]
+
+    for got, want in zip(run(True), run(False), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def rng_weights(shape: tuple[int, ...], seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0.5, 1.5, shape)

@@ -14,6 +14,7 @@ import pytest
 import nnlayers.expr as ex
 from nnlayers import Parameter
 from nnlayers.ops import REGISTRY
+from nnlayers.ops.nn.recurrent import lstm_parts
 from nnlayers.testing import (
     OpCase,
     away_from_zero,
@@ -151,6 +152,22 @@ def _recurrent_cases():
     gru = [(n, t, 3 * h), (h, 3 * h), (3 * h,)]
     layer = [(n, t, 2), (2, 4 * h), (h, 4 * h), (4 * h,)]
     return [
+        OpCase(
+            "lstm_part",
+            lambda *a: lstm_parts(*a)[0],
+            layer,
+            lambda x, w, u, b: _lstm_steps(np, x @ w + b, u)[0],
+            label="hidden",
+            torch=lambda T, x, w, u, b: _lstm_steps(T, x @ w + b, u)[0],
+        ),
+        OpCase(
+            "lstm_part",
+            lambda *a: lstm_parts(*a)[1],
+            [*layer, (n, h), (n, h)],
+            lambda x, w, u, b, h0, c0: _lstm_steps(np, x @ w + b, u, h0, c0)[1][:, -1],
+            label="cell",
+            torch=lambda T, x, w, u, b, h0, c0: _lstm_steps(T, x @ w + b, u, h0, c0)[1][:, -1],
+        ),
         OpCase(
             "lstm",
             ex.lstm,

@@ -290,6 +290,9 @@ class Builder:
         self.current: Expr | None = None
         self.values: dict[int, str] = {}
         self._cache: dict[Any, str] = {}
+        #: tensors of an op's parts by the op's node id and part name (an LSTM's hidden states
+        #: and last cell state, which ``lstm_part`` nodes read)
+        self.parts: dict[int, dict[str, str]] = {}
 
     # -- names ------------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:

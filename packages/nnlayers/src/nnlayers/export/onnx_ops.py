@@ -560,7 +560,8 @@ GRU_ORDER = (1, 0, 2)
 @converter("lstm")
 def lstm(b: Builder, node: Expr, xs: list[str]) -> str:
     """ONNX's LSTM: the gates reordered, the input bias and zeros for the recurrent bias; the
-    output ``(N, T + 1, H)`` as the op's (every hidden state, then the last cell state)."""
+    output packed as the op's, ``(N*T + N, H)`` (every hidden state, then the last cell state),
+    and each part noted for ``lstm_part``, which takes it from the LSTM node directly."""
     x, w, u, bias, *state = xs
     dt = _dtype(node)
     hidden = int(node.inputs[2].shape[0])  # type: ignore[arg-type]
@@ -580,7 +581,17 @@ def lstm(b: Builder, node: Expr, xs: list[str]) -> str:
         3,
         hidden_size=hidden,
     )
-    return b.node("Concat", [_batch_major(b, y), _time_major(b, c)], axis=1)
+    hidden_states = _batch_major(b, y)
+    cell = b.node("Squeeze", [c, b.ints([0])])
+    b.parts[id(node)] = {"hidden": hidden_states, "cell": cell}
+    flat = b.node("Reshape", [hidden_states, b.ints([-1, hidden])])
+    return b.node("Concat", [flat, cell], axis=0)
+
+
+@converter("lstm_part")
+def lstm_part(b: Builder, node: Expr, xs: list[str]) -> str:
+    """A part of the packed LSTM output: the tensor the LSTM's converter noted for it."""
+    return b.parts[id(node.inputs[0])][node.op.part]  # type: ignore[union-attr]
 
 
 @converter("gru_sequence")

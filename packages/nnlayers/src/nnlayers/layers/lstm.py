@@ -9,7 +9,7 @@ import numpy as np
 from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec
 from ..ops.math.activation import sigmoid, tanh
-from ..ops.nn.recurrent import lstm
+from ..ops.nn.recurrent import lstm_parts
 from .recurrent import Recurrent
 
 
@@ -52,14 +52,13 @@ class LSTM(Recurrent):
         return h, c
 
     def layer(self, x: Expr, state: Any) -> tuple[Expr, Any]:
-        """``ex.lstm``: projection, recurrence and their gradients in one backend kernel pair
-        (oneDNN's LSTM primitive on the NumPy backend where installed)."""
+        """One LSTM op (:func:`~nnlayers.ops.nn.recurrent.lstm_parts`): projection, recurrence
+        and their gradients in one backend kernel pair (oneDNN's LSTM primitive on the NumPy
+        backend where installed)."""
         h0, c0 = (None, None) if state is None else state
         p = self._params
-        out = lstm(x, p["weight"], p["recurrent_weight"], p["bias"], h0, c0)
-        steps = out.shape[1] - 1  # type: ignore[operator]
-        hs = out[:, :steps]
-        return hs, (out[:, steps - 1], out[:, steps])
+        hs, c_n = lstm_parts(x, p["weight"], p["recurrent_weight"], p["bias"], h0, c0)
+        return hs, (hs[:, -1], c_n)
 
     def state_from_last(self, last: Expr) -> Any:
         return None  # the cell state of each last real step is not kept by the fused op

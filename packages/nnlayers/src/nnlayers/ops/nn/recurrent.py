@@ -121,14 +121,18 @@ class LSTMLayer(Op):
     one backend kernel pair (``xp.nn.lstm`` / ``lstm_backward``: oneDNN's LSTM primitive on the
     NumPy backend where installed, the reference elsewhere).
 
-    The output ``(N, T + 1, H)`` holds every step's hidden state (``[:, :T]``) and then the last
-    cell state (``[:, T]``); the residual is what the backend's backward pass needs.
+    Its output is packed, ``(N*T + N, H)``: the first ``N*T`` rows are every step's hidden state,
+    ``(N, T, H)`` in C order, and the last ``N`` rows the last cell state. :class:`LSTMPart`
+    views either part without a copy, so the hidden states reach the next product contiguous
+    (an ``(N, T + 1, H)`` layout made them a strided slice, copied by each product that read
+    them: the LSTM benchmark's step 4% slower); the residual is what the backend's backward pass
+    needs.
     """
 
     name = "lstm"
     has_residual = True
     keep_inputs = True
-    keep_output = True  # its [:, :T] is the hidden states the backward pass reads
+    keep_output = True  # its hidden part is the states the backward pass reads
     fresh_grads = True
 
     def infer(self, x: Spec, w: Spec, u: Spec, b: Spec, *state: Spec) -> Spec:
@@ -151,41 +155,108 @@ class LSTMLayer(Op):
             )
         if b.shape[0] is not None and b.shape[0] != 4 * hidden:
             raise ValueError(f"{self.name}: b must be ({4 * hidden},), got {format_shape(b.shape)}")
-        steps = x.shape[1]
-        return Spec((x.shape[0], None if steps is None else steps + 1, hidden), x.dtype)
+        n, steps = x.shape[0], int(x.shape[1])  # type: ignore[arg-type]  # checked known above
+        return Spec((None if n is None else n * (steps + 1), hidden), x.dtype)
 
     def forward(self, xp: ArrayNamespace, x: Any, w: Any, u: Any, b: Any, *state: Any) -> Any:
         h0, c0 = state if state else (None, None)
         y, _h_n, c_n, saved = xp.nn.lstm(x, w, u, b, h0, c0)
-        out = xp.concat([y, xp.expand_dims(c_n, axis=1)], axis=1)
-        return out, saved
+        n, steps, hidden = (int(s) for s in y.shape)
+        return xp.concat([xp.reshape(y, (n * steps, hidden)), c_n], axis=0), saved
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
         x, w, u, b, *state = inputs
         h0, c0 = state if state else (None, None)
-        steps = x.shape[1]
-        y = output[:, :steps]
-        grads = xp.nn.lstm_backward(
-            dy[:, :steps], None, dy[:, steps], x, w, u, b, h0, c0, y, residual
-        )
+        n, steps = int(x.shape[0]), int(x.shape[1])
+        hidden = int(output.shape[1])
+        rows = n * steps
+        y = xp.reshape(output[:rows], (n, steps, hidden))
+        dys = xp.reshape(dy[:rows], (n, steps, hidden))
+        grads = xp.nn.lstm_backward(dys, None, dy[rows:], x, w, u, b, h0, c0, y, residual)
         dx, dw, du, db, dh0, dc0 = grads
         return (dx, dw, du, db) if not state else (dx, dw, du, db, dh0, dc0)
+
+
+class LSTMPart(Op):
+    """One part of :class:`LSTMLayer`'s packed output, as a view: ``"hidden"``, every step's
+    hidden state ``(N, T, H)``, or ``"cell"``, the last cell state ``(N, H)``. The gradient is
+    ``dy`` written into zeros of the packed shape, or added into the part of a gradient the plan
+    already holds (:meth:`accumulate_grad`: both parts read, one zero-filled array)."""
+
+    name = "lstm_part"
+    fresh_grads = True
+
+    def __init__(self, part: str, steps: int) -> None:
+        if part not in ("hidden", "cell"):
+            raise ValueError(f"lstm_part: part must be 'hidden' or 'cell', got {part!r}")
+        self.part, self.steps = part, steps
+
+    def infer(self, packed: Spec) -> Spec:
+        rows, hidden = packed.shape
+        n = None if rows is None else rows // (self.steps + 1)
+        shape = (n, self.steps, hidden) if self.part == "hidden" else (n, hidden)
+        return Spec(shape, packed.dtype)
+
+    def _of(self, xp: ArrayNamespace, packed: Any) -> Any:
+        rows, hidden = (int(s) for s in packed.shape)
+        n = rows // (self.steps + 1)
+        if self.part == "cell":
+            return packed[n * self.steps :]
+        return xp.reshape(packed[: n * self.steps], (n, self.steps, hidden))
+
+    def forward(self, xp: ArrayNamespace, packed: Any) -> Any:
+        return self._of(xp, packed)
+
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
+        return ()
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        n, hidden = int(dy.shape[0]), int(dy.shape[-1])
+        grad = xp.zeros((n * (self.steps + 1), hidden), dtype=dy.dtype)
+        self.accumulate_grad(xp, grad, dy)
+        return (grad,)
+
+    def accumulate_grad(self, xp: ArrayNamespace, acc: Any, dy: Any) -> None:
+        """Add ``dy`` into this part of ``acc`` (the packed gradient) in place."""
+        rows = int(acc.shape[0]) // (self.steps + 1) * self.steps
+        key = slice(rows, None) if self.part == "cell" else slice(0, rows)
+        part = acc[key]
+        part = xp.inplace.add(part, xp.reshape(dy, tuple(part.shape)), out=part)
+        acc[key] = part  # a no-op where basic indexing gives a view
+
+
+def lstm_parts(
+    x: Any, weight: Any, recurrent_weight: Any, bias: Any, h0: Any = None, c0: Any = None
+) -> tuple[Expr, Expr]:
+    """A whole LSTM layer over ``x (N, T, C)`` as one op: ``(hidden, cell)``, every step's
+    hidden state ``(N, T, H)`` and the last cell state ``(N, H)`` (views of the op's packed
+    output, see :class:`LSTMLayer`)."""
+    if (h0 is None) != (c0 is None):
+        raise ValueError("lstm: give both h0 and c0 or neither")
+    x = as_expr(x)
+    state = () if h0 is None else (as_expr(h0, x), as_expr(c0, x))
+    packed = LSTMLayer()(
+        x, as_expr(weight, x), as_expr(recurrent_weight, x), as_expr(bias, x), *state
+    )
+    steps = int(x.shape[1])
+    return LSTMPart("hidden", steps)(packed), LSTMPart("cell", steps)(packed)
 
 
 def lstm(
     x: Any, weight: Any, recurrent_weight: Any, bias: Any, h0: Any = None, c0: Any = None
 ) -> Expr:
-    """A whole LSTM layer over ``x (N, T, C)`` as one op: ``(N, T + 1, H)``, every step's hidden
-    state in ``[:, :T]`` and the last cell state in ``[:, T]`` (see :class:`LSTMLayer`)."""
-    if (h0 is None) != (c0 is None):
-        raise ValueError("lstm: give both h0 and c0 or neither")
-    x = as_expr(x)
-    state = () if h0 is None else (as_expr(h0, x), as_expr(c0, x))
-    return LSTMLayer()(
-        x, as_expr(weight, x), as_expr(recurrent_weight, x), as_expr(bias, x), *state
-    )
+    """A whole LSTM layer over ``x (N, T, C)``: ``(N, T + 1, H)``, every step's hidden state in
+    ``[:, :T]`` and the last cell state in ``[:, T]`` (one op, :class:`LSTMLayer`; the LSTM
+    layer takes :func:`lstm_parts`, which skips this concatenation)."""
+    from ..array.join import concat
+    from ..array.shape import expand_dims
+
+    hidden, cell = lstm_parts(x, weight, recurrent_weight, bias, h0, c0)
+    return concat([hidden, expand_dims(cell, 1)], axis=1)
 
 
 def gru_sequence(xw: Any, recurrent_weight: Any, recurrent_bias: Any, h0: Any = None) -> Expr:
