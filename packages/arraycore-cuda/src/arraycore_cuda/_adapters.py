@@ -218,7 +218,9 @@ def _tensordot_for(cp: Any) -> Callable[..., Array]:
     CuPy 14 raises ValueError for it when an input is 0-d (H200 run, 2026-11-28)."""
 
     def tensordot(x1: Any, x2: Any, /, *, axes: Any = 2) -> Array:
-        if not isinstance(axes, int | np.integer) and not any(len(a) for a in axes):
+        if not isinstance(axes, int | np.integer) and all(
+            np.ndim(a) == 1 and len(a) == 0 for a in axes
+        ):
             axes = 0
         return cp.tensordot(x1, x2, axes=axes)
 

@@ -99,7 +99,7 @@ def info(stream: Any = None) -> int:
         if not row["usable"]:
             print(f"    why: {row['reason']}", file=out)
     thread_report(out)
-    from .backends import _numba, _onednn
+    from .backends import _malloc, _numba, _onednn
 
     print(
         f"numpy oneDNN kernels (float32 conv, matmul, pool, LSTM, GELU): {_onednn.status()} (docs/onednn.md)",
@@ -109,6 +109,7 @@ def info(stream: Any = None) -> int:
         f"numpy numba kernels (float32 batch and layer norm, softmax, small cross-entropy, GRU steps, scatter-add, max-pool, ReLU and softmax backward, fused updates): {_numba.status()} (docs/onednn.md)",
         file=out,
     )
+    print(f"numpy allocator (docs/threads.md): {_malloc.status()}", file=out)
     if not usable:
         print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
     return 0 if usable else 1

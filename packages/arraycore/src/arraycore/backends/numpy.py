@@ -17,7 +17,7 @@ import numpy as np
 
 from .._interop import require_dlpack
 from ..backend import ELEMENTWISE, Array, Backend, Device, Key, Shape
-from . import _numba, _onednn
+from . import _malloc, _numba, _onednn
 
 #: The NumPy function of every primitive of the op table (``"pow"``: ``numpy.power``).
 _UFUNCS: dict[str, Callable[..., Any]] = {
@@ -301,6 +301,10 @@ class NumpyBackend(Backend):
         - _UNBOUND
         - {*_NOT_CONFORMING, *(f"inplace.{name}" for name in _NOT_CONFORMING)}
     )
+
+    def __init__(self, device: str | int | None = None) -> None:
+        super().__init__(device)
+        _malloc.tune()  # large temporaries from the heap, not fresh pages each step
 
     @classmethod
     def version(cls) -> str:
