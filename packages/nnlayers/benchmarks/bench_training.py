@@ -434,9 +434,7 @@ def _cupy_peak_tracker() -> Any:
 
     class PeakHook(cupy.cuda.MemoryHook):  # type: ignore[misc]
         name = "nnlayers_bench_peak"
-
-        def __init__(self) -> None:
-            self.now = self.peak = 0
+        now = peak = 0
 
         def malloc_postprocess(self, **kw: Any) -> None:
             self.now += int(kw["mem_size"])
@@ -445,18 +443,15 @@ def _cupy_peak_tracker() -> Any:
         def free_postprocess(self, **kw: Any) -> None:
             self.now -= int(kw["mem_size"])
 
-    class Tracker:
-        hook = PeakHook()
-
         def start(self, used: int) -> None:
-            self.hook.now = self.hook.peak = used
-            self.hook.__enter__()
+            self.now = self.peak = used
+            self.__enter__()
 
         def stop(self) -> int:
-            self.hook.__exit__(None, None, None)
-            return int(self.hook.peak)
+            self.__exit__(None, None, None)
+            return int(self.peak)
 
-    return Tracker()
+    return PeakHook()
 
 
 # -- environment ----------------------------------------------------------------------------------

@@ -94,14 +94,13 @@ def _from_dlpack_for(cp: Any, index: int) -> Callable[..., Array]:
 
 # -- host values to the device, -0.0 kept ------------------------------------------------------------
 def _device_array(cp: Any, value: Any, dtype: Any = None) -> Array:
-    """``cupy.array(value, dtype)``, a copy on the current device, with every bit of a 0-d value.
+    """``cupy.array(value, dtype)`` of a host value, a copy on the current device, with every
+    bit of a 0-d value.
 
     Run on an H200 (CuPy 14.2, 2026-11-28): CuPy makes a 0-d array from a host value by filling
     it, and ``fill`` writes zeros with a memset, so ``cupy.array(np.float32(-0.0))`` is +0.0
     (``copysign(1, x)`` of it gave 1). A 0-d value is copied as one element and reshaped.
     """
-    if isinstance(value, cp.ndarray):
-        return value.astype(dtype, copy=True) if dtype is not None else value.copy()
     host = np.asarray(value, dtype=dtype)
     if host.ndim == 0:
         return cp.array(host.reshape(1), copy=True).reshape(())

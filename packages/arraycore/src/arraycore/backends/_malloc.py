@@ -25,9 +25,9 @@ place of glibc's (jemalloc, tcmalloc) does not read these settings at all.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import sys
-import threading
 
 #: Environment variable: ``0`` leaves glibc's allocator as it is.
 ENV = "ARRAYCORE_MALLOC_TUNING"
@@ -39,25 +39,17 @@ TRIM_THRESHOLD = 128 << 20
 GLIBC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 GLIBC_TUNABLES = ("glibc.malloc.mmap_threshold", "glibc.malloc.trim_threshold")
 
-_LOCK = threading.Lock()
-_STATE: dict[str, str] = {}
-
-
-def tune() -> str:
-    """Set the thresholds once per process (see the module docstring); returns :func:`status`."""
-    if "status" not in _STATE:
-        with _LOCK:
-            if "status" not in _STATE:
-                _STATE["status"] = _apply()
-    return _STATE["status"]
-
 
 def status() -> str:
     """What :func:`tune` did, or ``"not applied yet"`` before the NumPy backend was made."""
-    return _STATE.get("status", "not applied yet (on the NumPy backend's first use)")
+    if tune.cache_info().currsize:
+        return tune()
+    return "not applied yet (on the NumPy backend's first use)"
 
 
-def _apply() -> str:
+@functools.cache  # once per process (two threads racing here set the same values twice)
+def tune() -> str:
+    """Set the thresholds (see the module docstring); returns what was done."""
     if os.environ.get(ENV, "").strip() == "0":
         return f"glibc's defaults (${ENV}=0)"
     chosen = [name for name in GLIBC_ENV if name in os.environ]
