@@ -69,6 +69,39 @@ def test_batch_norm_matches_the_float64_reference(kernels, shape) -> None:
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_batch_norm_relu_is_the_pair_in_one_pass(kernels, shape) -> None:
+    """The fused kernels give the ReLU of the plain kernel's output to the bit (same statistics,
+    no -0.0), and the gradients of the plain kernel given ``relu_backward``'s ``dy`` to
+    rounding (the compiler may contract the gated product differently); the namespace's ops
+    are the kernels' results."""
+    x, dy, gamma, beta = _data(shape)
+    x.reshape(-1)[:3] = [np.nan, -0.0, 0.0]
+    y, mean, inv_std = kernels.batch_norm(x, gamma, beta, 1e-3)
+    fused = kernels.batch_norm(x, gamma, beta, 1e-3, relu=True)
+    assert fused is not None
+    np.testing.assert_array_equal(fused[0], np.maximum(y, 0.0))
+    assert not np.signbit(fused[0]).any()
+    np.testing.assert_array_equal(fused[1], mean)
+    np.testing.assert_array_equal(fused[2], inv_std)
+    for a, b in zip(xp.nn.batch_norm_relu(x, gamma, beta, eps=1e-3), fused, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+    x = _data(shape)[0]
+    y, mean, inv_std = kernels.batch_norm(x, gamma, beta, 1e-3, relu=True)
+    if x.shape[0] > 1:  # both sides of the ReLU are exercised
+        assert (y == 0).any() and (y > 0).any()
+    want = kernels.batch_norm_backward(xp.nn.relu_backward(dy, y), x, gamma, mean, inv_std)
+    grads = kernels.batch_norm_backward(dy, x, gamma, mean, inv_std, y)
+    assert grads is not None
+    for g, w in zip(grads, want, strict=True):
+        assert g.dtype == np.float32 and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6 * float(np.abs(w).max()))
+    namespace = xp.nn.batch_norm_relu_backward(dy, x, gamma, mean, inv_std, y)
+    for a, b in zip(namespace, grads, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_nan_stays_in_its_channel(kernels) -> None:
     x, dy, gamma, beta = _data((4, 3, 5, 5))
     x[2, 1, 3, 3] = np.nan

@@ -58,6 +58,8 @@ __all__ = [
     "avg_pool2d_backward",
     "batch_norm",
     "batch_norm_backward",
+    "batch_norm_relu",
+    "batch_norm_relu_backward",
     "conv2d",
     "conv2d_backward_data",
     "conv2d_backward_filter",
@@ -696,6 +698,9 @@ from . import _nn_batchnorm  # noqa: E402
 batch_norm = _nn_batchnorm.batch_norm
 batch_norm_axes = _nn_batchnorm.batch_norm_axes
 batch_norm_backward = _nn_batchnorm.batch_norm_backward
+batch_norm_relu = _nn_batchnorm.batch_norm_relu
+batch_norm_relu_backward = _nn_batchnorm.batch_norm_relu_backward
+check_batch_norm_relu_backward = _nn_batchnorm.check_batch_norm_relu_backward
 check_batch_norm = _nn_batchnorm.check_batch_norm
 check_batch_norm_backward = _nn_batchnorm.check_batch_norm_backward
 layer_norm = _nn_batchnorm.layer_norm

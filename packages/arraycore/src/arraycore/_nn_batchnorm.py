@@ -45,11 +45,14 @@ def _check_backward(
     return axes
 
 
-def check_batch_norm(xp: Any, x: Array, gamma: Array, beta: Array, eps: float) -> tuple[int, ...]:
+def check_batch_norm(
+    xp: Any, x: Array, gamma: Array, beta: Array, eps: float, op: str = "batch_norm"
+) -> tuple[int, ...]:
     """The checks of :func:`batch_norm` (shapes, dtypes, eps > 0); returns the reduced axes.
-    ``xp``: the namespace, or an ``isdtype`` function (a backend's own kernels pass NumPy's)."""
-    axes, _ = batch_norm_axes("batch_norm", x, gamma=gamma, beta=beta)
-    return _check_forward("batch_norm", axes, xp, x, gamma, beta, eps)
+    ``xp``: the namespace, or an ``isdtype`` function (a backend's own kernels pass NumPy's);
+    ``op``: the name errors give (``batch_norm_relu`` shares the checks)."""
+    axes, _ = batch_norm_axes(op, x, gamma=gamma, beta=beta)
+    return _check_forward(op, axes, xp, x, gamma, beta, eps)
 
 
 def check_batch_norm_backward(
@@ -59,6 +62,18 @@ def check_batch_norm_backward(
     op = "batch_norm_backward"
     axes, _ = batch_norm_axes(op, x, gamma=gamma, mean=mean, inv_std=inv_std)
     return _check_backward(op, axes, xp, dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std)
+
+
+def check_batch_norm_relu_backward(
+    xp: Any, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array, y: Array
+) -> tuple[int, ...]:
+    """The checks of :func:`batch_norm_relu_backward` (``y``, the forward's output, has ``x``'s
+    shape and dtype); returns the reduced axes."""
+    op = "batch_norm_relu_backward"
+    axes, _ = batch_norm_axes(op, x, gamma=gamma, mean=mean, inv_std=inv_std)
+    if tuple(y.shape) != tuple(x.shape):
+        raise ValueError(f"{op}: y has shape {tuple(y.shape)}, expected {tuple(x.shape)}")
+    return _check_backward(op, axes, xp, dy, x=x, gamma=gamma, mean=mean, inv_std=inv_std, y=y)
 
 
 def _per_channel(xp: Namespace, a: Array, ndim: int) -> Array:
@@ -105,6 +120,27 @@ def batch_norm_backward(
     mean_dy_xhat = _per_channel(xp, dgamma, nd) / float(count)
     dx = (dy - mean_dy - x_hat * mean_dy_xhat) * (inv * _per_channel(xp, gamma, nd))
     return dx, dgamma, dbeta
+
+
+def batch_norm_relu(
+    xp: Namespace, x: Array, gamma: Array, beta: Array, eps: float = 1e-5
+) -> tuple[Array, Array, Array]:
+    """:func:`batch_norm` followed by a ReLU, ``y = maximum(batch_norm(x), 0)`` (NaN stays NaN),
+    with the same statistics: the pair a convolutional block runs, as one op so that a backend
+    can make it one pass."""
+    check_batch_norm(xp, x, gamma, beta, eps, op="batch_norm_relu")
+    y, mean, inv_std = batch_norm(xp, x, gamma, beta, eps)
+    return xp.maximum(y, 0.0), mean, inv_std
+
+
+def batch_norm_relu_backward(
+    xp: Namespace, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array, y: Array
+) -> tuple[Array, Array, Array]:
+    """Gradients ``(dx, dgamma, dbeta)`` of :func:`batch_norm_relu` given its output ``y``:
+    :func:`batch_norm_backward` of ``dy * (y > 0)`` (the ReLU's gradient)."""
+    check_batch_norm_relu_backward(xp, dy, x, gamma, mean, inv_std, y)
+    gated = xp.multiply(dy, xp.astype(xp.greater(y, 0.0), dy.dtype))
+    return batch_norm_backward(xp, gated, x, gamma, mean, inv_std)
 
 
 # -- layer normalisation --------------------------------------------------------------------------

@@ -190,6 +190,26 @@ class NNNamespace(_SubNamespace):
         ``inv_std``."""
         return _nn.batch_norm_backward(self._xp, dy, x, gamma, mean, inv_std)
 
+    def batch_norm_relu(
+        self, x: Array, gamma: Array, beta: Array, *, eps: float = 1e-5
+    ) -> tuple[Array, Array, Array]:
+        """:meth:`batch_norm` followed by a ReLU: ``(maximum(y, 0), mean, inv_std)`` (NaN stays
+        NaN), the pair of a convolutional block as one op, which a backend may run as one pass
+        (the NumPy backend does); elsewhere it is :meth:`batch_norm` and an in-place
+        ``maximum``, so a backend that only overrides :meth:`batch_norm` gets its kernel here."""
+        _nn.check_batch_norm(self._xp, x, gamma, beta, eps, op="batch_norm_relu")
+        y, mean, inv_std = self.batch_norm(x, gamma, beta, eps=eps)
+        return self._xp.inplace.maximum(y, 0.0, out=y), mean, inv_std
+
+    def batch_norm_relu_backward(
+        self, dy: Array, x: Array, gamma: Array, mean: Array, inv_std: Array, y: Array
+    ) -> tuple[Array, Array, Array]:
+        """``(dx, dgamma, dbeta)``: the gradients of :meth:`batch_norm_relu` given its ``mean``,
+        ``inv_std`` and output ``y``, that is :meth:`batch_norm_backward` of :meth:`relu_backward`
+        ``(dy, y)`` (one pass on the NumPy backend, the ReLU's gradient never stored)."""
+        _nn.check_batch_norm_relu_backward(self._xp, dy, x, gamma, mean, inv_std, y)
+        return self.batch_norm_backward(self.relu_backward(dy, y), x, gamma, mean, inv_std)
+
     def layer_norm(
         self, x: Array, gamma: Array, beta: Array, *, eps: float = 1e-5
     ) -> tuple[Array, Array, Array]:

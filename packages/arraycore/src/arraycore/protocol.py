@@ -58,6 +58,23 @@ class NNFunctions(Protocol):
         mean: Array,
         inv_std: Array,
     ) -> tuple[Array, Array, Array]: ...
+    def batch_norm_relu(
+        self,
+        x: Array,
+        gamma: Array,
+        beta: Array,
+        *,
+        eps: float = 1e-05,
+    ) -> tuple[Array, Array, Array]: ...
+    def batch_norm_relu_backward(
+        self,
+        dy: Array,
+        x: Array,
+        gamma: Array,
+        mean: Array,
+        inv_std: Array,
+        y: Array,
+    ) -> tuple[Array, Array, Array]: ...
     def conv2d(
         self,
         x: Array,

@@ -246,32 +246,43 @@ def gru_takes(*arrays: np.ndarray | None) -> bool:
 
 
 def batch_norm(
-    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float, relu: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(y, mean, inv_std)`` of training-mode batch normalisation (the arguments already
-    checked), or ``None`` where the kernels do not take it."""
+    """``(y, mean, inv_std)`` of training-mode batch normalisation, ``y`` through a ReLU with
+    ``relu`` (the arguments already checked), or ``None`` where the kernels do not take it."""
     if x.ndim < 2 or x.size == 0 or not _takes(x, gamma, beta) or kernels() is None:
         return None
     x3 = x.reshape(x.shape[0], x.shape[1], -1)
     y = np.empty_like(x3)
     mean, inv_std = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
-    if _run("batch_norm", x3, gamma, beta, float(eps), y, mean, inv_std) is FAILED:
+    if _run("batch_norm", x3, gamma, beta, float(eps), bool(relu), y, mean, inv_std) is FAILED:
         return None
     return y.reshape(x.shape), mean, inv_std
 
 
 def batch_norm_backward(
-    dy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray, inv_std: np.ndarray
+    dy: np.ndarray,
+    x: np.ndarray,
+    gamma: np.ndarray,
+    mean: np.ndarray,
+    inv_std: np.ndarray,
+    y: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-    """``(dx, dgamma, dbeta)`` of :func:`batch_norm` (the arguments already checked), or
-    ``None`` where the kernels do not take it."""
-    if x.ndim < 2 or x.size == 0 or not _takes(dy, x, gamma, mean, inv_std) or kernels() is None:
+    """``(dx, dgamma, dbeta)`` of :func:`batch_norm`, of the ReLU'd form whose output was ``y``
+    where ``y`` is given (the arguments already checked), or ``None`` where the kernels do not
+    take it."""
+    given = (dy, x, gamma, mean, inv_std) if y is None else (dy, x, gamma, mean, inv_std, y)
+    if x.ndim < 2 or x.size == 0 or not _takes(*given) or kernels() is None:
         return None
     x3 = x.reshape(x.shape[0], x.shape[1], -1)
     dx = np.empty_like(x3)
     dgamma, dbeta = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
-    args = (dy.reshape(x3.shape), x3, gamma, mean, inv_std, dx, dgamma, dbeta)
-    if _run("batch_norm_backward", *args) is FAILED:
+    rest = (x3, gamma, mean, inv_std, dx, dgamma, dbeta)
+    if y is None:
+        found = _run("batch_norm_backward", dy.reshape(x3.shape), *rest)
+    else:
+        found = _run("batch_norm_relu_backward", dy.reshape(x3.shape), y.reshape(x3.shape), *rest)
+    if found is FAILED:
         return None
     return dx.reshape(x.shape), dgamma, dbeta
 

@@ -24,13 +24,15 @@ _FLAGS = {"reassoc", "contract"}
 
 
 @njit(parallel=True, fastmath=_FLAGS, cache=True)
-def batch_norm(x, gamma, beta, eps, y, mean, inv_std):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+def batch_norm(x, gamma, beta, eps, relu, y, mean, inv_std):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """Training-mode batch normalisation of ``x`` ``(N, C, P)`` into ``y``, per channel: its
     mean, its (biased) variance about that mean, then ``y = x * k + b`` with
-    ``k = gamma / sqrt(var + eps)`` and ``b = beta - mean * k``. A channel's values are read from
-    memory once; the second and third reads find them in cache."""
+    ``k = gamma / sqrt(var + eps)`` and ``b = beta - mean * k``; with ``relu``, ``max(y, 0)``
+    in the same pass (``maximum``'s rule: NaN stays NaN, ``-0.0`` becomes ``0.0``). A channel's
+    values are read from memory once; the second and third reads find them in cache."""
     n, c, p = x.shape
     count = n * p
+    zero = y.dtype.type(0)
     for ch in prange(c):
         total = 0.0
         for i in range(n):
@@ -45,9 +47,15 @@ def batch_norm(x, gamma, beta, eps, y, mean, inv_std):  # type: ignore[no-untype
         r = 1.0 / math.sqrt(squares / count + eps)
         k = gamma[ch] * r
         scale, shift = y.dtype.type(k), y.dtype.type(beta[ch] - m * k)
-        for i in range(n):
-            for j in range(p):
-                y[i, ch, j] = x[i, ch, j] * scale + shift
+        if relu:
+            for i in range(n):
+                for j in range(p):
+                    v = x[i, ch, j] * scale + shift
+                    y[i, ch, j] = zero if v <= zero else v
+        else:
+            for i in range(n):
+                for j in range(p):
+                    y[i, ch, j] = x[i, ch, j] * scale + shift
         mean[ch] = m
         inv_std[ch] = r
 
@@ -69,17 +77,50 @@ def batch_norm_backward(dy, x, gamma, mean, inv_std, dx, dgamma, dbeta):  # type
                 g = dy[i, ch, j]
                 sum_dy += g
                 sum_dy_centred += g * (x[i, ch, j] - m)
-        r = inv_std[ch]
-        dg = sum_dy_centred * r
-        k = gamma[ch] * r
-        b = -k * r * dg / count
-        t = dx.dtype.type
-        a_, b_, c_ = t(k), t(b), t(-k * sum_dy / count - b * m)
+        a_, b_, c_ = _bn_backward_coefficients(
+            dx.dtype.type, sum_dy, sum_dy_centred, gamma[ch], m, inv_std[ch], count
+        )
         for i in range(n):
             for j in range(p):
                 dx[i, ch, j] = dy[i, ch, j] * a_ + x[i, ch, j] * b_ + c_
-        dgamma[ch] = dg
+        dgamma[ch] = sum_dy_centred * inv_std[ch]
         dbeta[ch] = sum_dy
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def batch_norm_relu_backward(dy, y, x, gamma, mean, inv_std, dx, dgamma, dbeta):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """:func:`batch_norm_backward` of ``relu(batch_norm(x))`` whose output was ``y``: the
+    gradient ``dy * (y > 0)`` (``relu_backward``'s) formed on the fly, never stored."""
+    n, c, p = x.shape
+    count = n * p
+    zero = dx.dtype.type(0)
+    for ch in prange(c):
+        m = mean[ch]
+        sum_dy = 0.0
+        sum_dy_centred = 0.0
+        for i in range(n):
+            for j in range(p):
+                g = dy[i, ch, j] if y[i, ch, j] > zero else dy[i, ch, j] * zero
+                sum_dy += g
+                sum_dy_centred += g * (x[i, ch, j] - m)
+        a_, b_, c_ = _bn_backward_coefficients(
+            dx.dtype.type, sum_dy, sum_dy_centred, gamma[ch], m, inv_std[ch], count
+        )
+        for i in range(n):
+            for j in range(p):
+                g = dy[i, ch, j] if y[i, ch, j] > zero else dy[i, ch, j] * zero
+                dx[i, ch, j] = g * a_ + x[i, ch, j] * b_ + c_
+        dgamma[ch] = sum_dy_centred * inv_std[ch]
+        dbeta[ch] = sum_dy
+
+
+@njit(fastmath=_FLAGS, inline="always")
+def _bn_backward_coefficients(t, sum_dy, sum_dy_centred, gamma, m, r, count):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    """``(a, b, c)`` of ``dx = dy * a + x * b + c`` for one channel, in ``dx``'s type ``t``."""
+    dg = sum_dy_centred * r
+    k = gamma * r
+    b = -k * r * dg / count
+    return t(k), t(b), t(-k * sum_dy / count - b * m)
 
 
 @njit(cache=True)

@@ -42,7 +42,11 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from .. import _checks, _nn, _nn_gru, _nn_rnn
-from .._nn_batchnorm import check_batch_norm, check_batch_norm_backward
+from .._nn_batchnorm import (
+    check_batch_norm,
+    check_batch_norm_backward,
+    check_batch_norm_relu_backward,
+)
 from ..nn_shapes import (
     Window2d,
     check_output_shape,
@@ -65,6 +69,8 @@ __all__ = [
     "avg_pool2d_backward",
     "batch_norm",
     "batch_norm_backward",
+    "batch_norm_relu",
+    "batch_norm_relu_backward",
     "gelu",
     "gelu_backward",
     "relu_backward",
@@ -411,6 +417,39 @@ def batch_norm_backward(
     dx += centred
     dx -= (k * dbeta / count)[:, None]
     return dx.reshape(x.shape), dgamma, dbeta.astype(dt, copy=False)
+
+
+def batch_norm_relu(
+    x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, *, eps: float = 1e-5
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn_batchnorm.batch_norm_relu`: numba's batch-norm kernel with the ReLU
+    in its last pass (one write of ``y``, no second pass over it), else :func:`batch_norm` and
+    an in-place ``maximum``."""
+    check_batch_norm(np.isdtype, x, gamma, beta, eps, op="batch_norm_relu")
+    compiled = _numba.batch_norm(x, gamma, beta, eps, relu=True)
+    if compiled is not None:
+        return compiled
+    y, mean, inv_std = batch_norm(x, gamma, beta, eps=eps)
+    np.maximum(y, 0.0, out=y)
+    return y, mean, inv_std
+
+
+def batch_norm_relu_backward(
+    dy: np.ndarray,
+    x: np.ndarray,
+    gamma: np.ndarray,
+    mean: np.ndarray,
+    inv_std: np.ndarray,
+    y: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn_batchnorm.batch_norm_relu_backward`: numba's kernel forms the ReLU's
+    gradient ``dy * (y > 0)`` as it reads ``dy`` (never stored), else :func:`relu_backward` and
+    :func:`batch_norm_backward`."""
+    check_batch_norm_relu_backward(np.isdtype, dy, x, gamma, mean, inv_std, y)
+    compiled = _numba.batch_norm_backward(dy, x, gamma, mean, inv_std, y)
+    if compiled is not None:
+        return compiled
+    return batch_norm_backward(relu_backward(dy, y), x, gamma, mean, inv_std)
 
 
 # -- layer normalisation --------------------------------------------------------------------------

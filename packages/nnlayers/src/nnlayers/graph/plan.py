@@ -39,6 +39,7 @@ from arraycore import ArrayNamespace
 from ..expr.node import run_infer
 from ..expr.spec import Spec
 from .analysis import Analysis
+from .fusion import fuse, fusion_enabled
 from .guard import check_specs_backward, check_specs_forward, guard_backward, guard_forward
 
 ASSIGN, ADD, ADD_INPLACE, ADD_SLICE = 0, 1, 2, 3
@@ -81,6 +82,8 @@ class Plan:
             specs.append(run_infer(op, node, [specs[j] for j in a.inputs[i]]))
             ops.append(op)
         self.specs = specs
+        if not guard and fusion_enabled():
+            fuse(a, ops)  # after inference: the fused ops start from the inferred copies
         self.ops = ops
         # guarded or spec-checked steps run through a wrapper callable; otherwise a step names
         # the op's method, which the generated code calls itself
@@ -233,7 +236,8 @@ class Plan:
         node = self.analysis.nodes[i]
         shape = "x".join(str(d) for d in self.specs[i].shape) or "scalar"
         label = f"{node.describe()} #{i} ({shape})"
-        return self.profile.wrap(fn, id(self.analysis), i, node.kind, label, phase, self.xp)
+        kind = self._op_title(i)  # the plan's op: a fused one where the plan fused
+        return self.profile.wrap(fn, id(self.analysis), i, kind, label, phase, self.xp)
 
     def _fed_indices(self, i: int) -> int | None:
         """The placeholder slot whose values step ``i`` hands arraycore as indices (its op's

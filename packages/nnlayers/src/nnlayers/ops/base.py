@@ -73,12 +73,16 @@ class Op:
     #: it only when that input is a fresh array of the output's shape and dtype that nothing
     #: reads afterwards (not backward either).
     inplace_inputs: ClassVar[tuple[int, ...]] = ()
+    #: An op that only plans put in place of graph ops (a fusion, see
+    #: :func:`nnlayers.graph.fusion.fuse`): nobody builds expressions with it, so it is not in
+    #: :data:`REGISTRY` (no op-table, oracle or export entry of its own).
+    plan_only: ClassVar[bool] = False
 
     state: Any = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if cls.name:
+        if cls.name and not cls.plan_only:
             REGISTRY[cls.name] = cls
 
     def __call__(self, *inputs: Any) -> Expr:

@@ -24,6 +24,28 @@ class StopGradient(Op):
         return x
 
 
+class Alias(Op):
+    """Its input itself, the same array, and ``dy`` for its gradient: what a plan puts in place
+    of an op whose work a fused op before it took over (a ReLU after a batch norm, see
+    :func:`nnlayers.graph.fusion.fuse`), so the graph's nodes and slots stay as they were."""
+
+    plan_only = True
+
+    def __init__(self, replaced: str, by: str) -> None:
+        self.name = f"{replaced}_in_{by}"  # type: ignore[misc]
+
+    def infer(self, x: Spec) -> Spec:
+        return x
+
+    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
+        return x
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Any, output: Any, residual: Any, needs: Any
+    ) -> tuple[Any]:
+        return (dy,)
+
+
 def stop_gradient(x: Any) -> Expr:
     """``x`` as a constant for differentiation: the graph computes no gradient through it."""
     return StopGradient()(x)

@@ -711,6 +711,53 @@ def test_batch_norm_non_contiguous_input(xp: Any) -> None:
     assert_close(inv_std, want_inv.astype(np.float32), scale=100)
 
 
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("shape", [(16, 3), (4, 3, 5, 6), (1, 2, 3, 3)])
+def test_batch_norm_relu_matches_reference(
+    xp: Any, dtype_name: str, shape: tuple[int, ...]
+) -> None:
+    """``batch_norm_relu`` is ``maximum(batch_norm(x), 0)`` with the same statistics, and its
+    backward is ``batch_norm_backward`` of the ReLU's gradient ``dy * (y > 0)``, against the
+    float64 loops; no output is negative or ``-0.0``."""
+    dtype = _dtype(xp, dtype_name)
+    c = shape[1]
+    x_np = _random(31, shape, dtype)
+    gamma_np, beta_np = _random(32, (c,), dtype), _random(33, (c,), dtype)
+    eps = 1e-3
+    x, gamma, beta = xp.asarray(x_np), xp.asarray(gamma_np), xp.asarray(beta_np)
+    y, mean, inv_std = xp.nn.batch_norm_relu(x, gamma, beta, eps=eps)
+    want_bn, want_mean, want_inv = ref.batch_norm(x_np, gamma_np, beta_np, eps)
+    want_y = np.maximum(want_bn, 0.0)
+    count = int(np.prod(shape)) // c
+    assert y.dtype == dtype and tuple(y.shape) == shape
+    assert_close(mean, want_mean.astype(dtype), scale=count)
+    assert_close(inv_std, want_inv.astype(dtype), scale=count)
+    assert_close(y, want_y.astype(dtype), scale=count)
+    got_y = to_host(y)
+    assert not np.signbit(got_y).any(), "batch_norm_relu gave a negative value or -0.0"
+    dy_np = _random(34, shape, dtype)
+    dx, dgamma, dbeta = xp.nn.batch_norm_relu_backward(
+        xp.asarray(dy_np), x, gamma, mean, inv_std, y
+    )
+    gated = np.where(got_y > 0, dy_np, 0.0).astype(dtype)
+    want_dx, want_dgamma, want_dbeta = ref.batch_norm_backward(gated, x_np, gamma_np, eps)
+    assert tuple(dx.shape) == shape and dx.dtype == dtype
+    assert_close(dgamma, want_dgamma.astype(dtype), scale=count)
+    assert_close(dbeta, want_dbeta.astype(dtype), scale=count)
+    assert_close(dx, want_dx.astype(dtype), scale=count)
+
+
+def test_batch_norm_relu_nan_and_negative_zero(xp: Any) -> None:
+    """NaN inputs give NaN outputs (``maximum`` keeps NaN) and exact zeros come out ``+0.0``."""
+    x_np = np.array([[0.0, 1.0], [0.0, -1.0], [0.0, np.nan]], np.float32)  # channel 0: all 0
+    gamma = xp.asarray(np.array([1.0, 1.0], np.float32))
+    beta = xp.asarray(np.array([-0.0, 0.0], np.float32))
+    y, _, _ = xp.nn.batch_norm_relu(xp.asarray(x_np), gamma, beta)
+    got = to_host(y)
+    assert np.isnan(got[:, 1]).all()  # the NaN spreads through its channel's statistics
+    assert (got[:, 0] == 0).all() and not np.signbit(got[:, 0]).any()
+
+
 # -- layer normalisation -----------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize(

@@ -136,6 +136,39 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         r"batch_norm_backward: dy has shape \(2, 4\), expected \(2, 3\)",
     ),
     (
+        "batch_norm_relu-gamma",
+        lambda xp: xp.nn.batch_norm_relu(_f32(xp, 2, 3, 4, 4), _f32(xp, 4), _f32(xp, 3)),
+        ValueError,
+        r"batch_norm_relu: gamma has shape \(4,\), expected \(3,\) for x of shape \(2, 3, 4, 4\)",
+    ),
+    (
+        "batch_norm_relu-eps",
+        lambda xp: xp.nn.batch_norm_relu(_f32(xp, 2, 3), _f32(xp, 3), _f32(xp, 3), eps=0.0),
+        ValueError,
+        r"batch_norm_relu: eps must be > 0, got 0.0",
+    ),
+    (
+        "batch_norm_relu_backward-y",
+        lambda xp: xp.nn.batch_norm_relu_backward(
+            _f32(xp, 2, 3), _f32(xp, 2, 3), _f32(xp, 3), _f32(xp, 3), _f32(xp, 3), _f32(xp, 3, 2)
+        ),
+        ValueError,
+        r"batch_norm_relu_backward: y has shape \(3, 2\), expected \(2, 3\)",
+    ),
+    (
+        "batch_norm_relu_backward-y-dtype",
+        lambda xp: xp.nn.batch_norm_relu_backward(
+            _f32(xp, 2, 3),
+            _f32(xp, 2, 3),
+            _f32(xp, 3),
+            _f32(xp, 3),
+            _f32(xp, 3),
+            xp.zeros((2, 3), dtype=xp.int32),
+        ),
+        TypeError,
+        r"batch_norm_relu_backward: y must have a real floating dtype, got int32",
+    ),
+    (
         "one-hot-float-indices",
         lambda xp: xp.nn.one_hot(_f32(xp, 3), 4),
         TypeError,

@@ -41,6 +41,8 @@ class BatchNorm(Op):
     # phase), so a ReLU after it may write into it
     fresh_output = True
     nondiff_inputs = (3, 4)
+    #: whether a ReLU follows in the same op (:class:`BatchNormRelu`)
+    relu = False
 
     def __init__(self, momentum: float, eps: float, running: Any = None) -> None:
         self.momentum = momentum
@@ -84,7 +86,8 @@ class BatchNorm(Op):
                     "channel; the train phase needs at least 2 (a larger batch, or eval phase)"
                 )
             # one kernel (cuDNN on CUDA) for the statistics and the normalisation
-            y, mean, inv_std = xp.nn.batch_norm(x, gamma, beta, eps=self.eps)
+            kernel = xp.nn.batch_norm_relu if self.relu else xp.nn.batch_norm
+            y, mean, inv_std = kernel(x, gamma, beta, eps=self.eps)
             if count:  # an empty batch has no statistics to fold into the running ones
                 # the biased batch variance, recovered from inv_std = 1 / sqrt(var + eps)
                 var = xp.subtract(xp.divide(1.0, xp.multiply(inv_std, inv_std)), self.eps)
@@ -98,6 +101,8 @@ class BatchNorm(Op):
             xp.multiply(centred, xp.reshape(scale, self.stat_shape)),
             xp.reshape(beta, self.stat_shape),
         )
+        if self.relu:
+            y = xp.inplace.maximum(y, 0.0, out=y)
         return y, (running_mean, inv_std, False)
 
     def _update(self, xp: ArrayNamespace, running: Any, batch: Any, correction: float) -> None:
@@ -111,7 +116,11 @@ class BatchNorm(Op):
         mean, inv_std, training = residual
         x, gamma = inputs[0], inputs[1]
         if training:
-            dx, dgamma, dbeta = xp.nn.batch_norm_backward(dy, x, gamma, mean, inv_std)
+            if self.relu:
+                found = xp.nn.batch_norm_relu_backward(dy, x, gamma, mean, inv_std, output)
+            else:
+                found = xp.nn.batch_norm_backward(dy, x, gamma, mean, inv_std)
+            dx, dgamma, dbeta = found
             return (
                 dx if needs[0] else None,
                 dgamma if needs[1] else None,
@@ -120,6 +129,8 @@ class BatchNorm(Op):
                 None,
             )
         # eval phase: the statistics are constants, so y is affine in x
+        if self.relu:
+            dy = xp.nn.relu_backward(dy, output)
         dx = dgamma = dbeta = None
         inv = xp.reshape(inv_std, self.stat_shape)
         if needs[0]:
@@ -130,6 +141,26 @@ class BatchNorm(Op):
         if needs[2]:
             dbeta = xp.sum(dy, axis=self.axes)
         return dx, dgamma, dbeta, None, None
+
+
+class BatchNormRelu(BatchNorm):
+    """``relu(batch_norm(...))`` as one op, which a plan runs in place of a :class:`BatchNorm`
+    whose only reader is a ReLU (:func:`nnlayers.graph.fusion.fuse`): the backend's
+    ``xp.nn.batch_norm_relu`` and its backward, one pass each on the NumPy backend instead of
+    two (the ReLU's in-place pass and its gradient's). The ReLU's node becomes a
+    :class:`~nnlayers.ops.control.Alias` of this op's output."""
+
+    name = "batch_norm_relu"
+    plan_only = True
+    relu = True
+    keep_output = True  # the ReLU's gradient needs y > 0
+
+    @classmethod
+    def replacing(cls, op: BatchNorm) -> BatchNormRelu:
+        """This op with the settings and inferred shapes of the plan's ``op``."""
+        fused = cls.__new__(cls)
+        fused.__dict__.update(vars(op))
+        return fused
 
 
 def batch_norm(

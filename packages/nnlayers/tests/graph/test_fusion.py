@@ -1,0 +1,146 @@
+"""Plans fuse ``relu(batch_norm(x))`` into one op, without changing what a step computes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import nnlayers
+import nnlayers.expr as ex
+from arraycore import to_numpy
+from nnlayers.graph import Graph
+from nnlayers.layers import Affine, BatchNorm, Conv2D, Flatten, Pool2D
+from nnlayers.models import Model
+from nnlayers.optim import SGD
+
+
+def _host(value: Any) -> np.ndarray:
+    return np.asarray(value) if isinstance(value, np.generic | np.ndarray) else to_numpy(value)
+
+
+def _cnn(extra: Callable[[ex.Expr], ex.Expr] | None = None) -> tuple[Model, list[BatchNorm]]:
+    """conv -> batch norm -> relu, twice, pooled, an affine head; ``extra`` may read the first
+    batch norm's output as well (then that pair must not fuse)."""
+    x = ex.placeholder((None, 3, 8, 8), name="x")
+    y = ex.placeholder((None,), "int64", name="y")
+    norms = [BatchNorm(), BatchNorm()]
+    h = x
+    first = None
+    for i, bn in enumerate(norms):
+        z = bn(Conv2D(4, 3, padding="same", use_bias=False, seed=i)(h))
+        first = z if first is None else first
+        h = ex.relu(z)
+    out = Affine(3, seed=7)(Flatten()(Pool2D(2)(h)))
+    loss = ex.softmax_cross_entropy(out, y)
+    if extra is not None:
+        loss = loss + extra(first)
+    return Model(loss, inputs=[x, y], optimizer=SGD(0.1, momentum=0.9)), norms
+
+
+def _batches(n: int = 3) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [
+        (rng.standard_normal((6, 3, 8, 8)).astype(np.float32), rng.integers(0, 3, 6))
+        for _ in range(n)
+    ]
+
+
+def _train(monkeypatch: pytest.MonkeyPatch, fusion: bool, **kw: Any) -> tuple[Model, list[Any]]:
+    """Three steps of :func:`_cnn`, with or without fusion; ``(model, [losses, norms,
+    the train-phase forward's generated source])``."""
+    monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
+    model, norms = _cnn(**kw)
+    losses = [float(_host(model.train_step(b)[0])) for b in _batches()]
+    return model, [losses, norms, _plan_ops(model)]
+
+
+def _plan_ops(model: Model) -> list[str]:
+    """The names of the ops the model's plan runs (made under the current setting)."""
+    plan = model.graph.specialise(batch_size=6)
+    return [op.name for op in plan.ops if op is not None]
+
+
+def test_the_pair_runs_as_one_op_and_trains_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    fused, (losses, norms, ops) = _train(monkeypatch, True)
+    plain, (plain_losses, plain_norms, plain_ops) = _train(monkeypatch, False)
+    assert ops.count("batch_norm_relu") == 2 and ops.count("relu_in_batch_norm") == 2
+    assert "relu" not in ops and "batch_norm" not in ops  # every pair fused
+    assert plain_ops.count("relu") == 2 and plain_ops.count("batch_norm") == 2
+    assert "batch_norm_relu" not in plain_ops
+    assert "# batch_norm_relu" in fused.graph.specialise(batch_size=6).source  # its own lines
+    # the same losses, weights, running statistics (to rounding: the fused kernel may round the
+    # gated product differently in the last bit)
+    np.testing.assert_allclose(losses, plain_losses, rtol=1e-5)
+    for p, q in zip(fused.params, plain.params, strict=True):
+        np.testing.assert_allclose(_host(p.value), _host(q.value), rtol=1e-4, atol=1e-5)
+    for bn, other in zip(norms, plain_norms, strict=True):
+        for a, b in zip(bn.params, other.params, strict=True):
+            np.testing.assert_allclose(_host(a.value), _host(b.value), rtol=1e-4, atol=1e-5)
+    # eval phase (running statistics) and predictions agree too
+    x = _batches(1)[0][0]
+    fused.graph.eval()
+    plain.graph.eval()
+    feeds = {"x": x, "y": np.zeros(6, np.int64)}
+    got = _host(fused.graph.forward(feeds)[0])
+    want = _host(plain.graph.forward(feeds)[0])
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_gradients_match_the_unfused_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    grads = []
+    for fusion in (True, False):
+        monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
+        model, _ = _cnn()
+        grads.append([_host(g) for g in model.gradients(*_batches(1)[0]).values()])
+    for g, w in zip(*grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * float(np.abs(w).max()))
+
+
+def test_a_batch_norm_output_read_elsewhere_is_not_fused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first batch norm's output also feeds the loss: it must stay the batch norm's (not
+    its ReLU's), so only the second pair fuses, and the step still agrees with the plain one."""
+
+    def extra(z: ex.Expr) -> ex.Expr:
+        return ex.mean(z * z) * 0.01
+
+    _, (losses, _, ops) = _train(monkeypatch, True, extra=extra)
+    _, (plain_losses, _, _) = _train(monkeypatch, False, extra=extra)
+    assert ops.count("batch_norm_relu") == 1 and ops.count("relu") == 1
+    np.testing.assert_allclose(losses, plain_losses, rtol=1e-5)
+
+
+def test_gradient_wrt_the_batch_norm_output_is_not_the_relus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Asked for the gradient of the batch norm's output, the plan keeps the pair apart: the
+    answer is before the ReLU's mask, as without fusion."""
+    monkeypatch.setenv("NNLAYERS_FUSION", "1")
+    weights = np.linspace(-1, 1, 18, dtype=np.float32).reshape(2, 3, 3)
+    x = ex.placeholder((None, 2, 3, 3), name="x")
+    z = BatchNorm()(x)
+    graph = Graph(ex.sum(ex.relu(z) * ex.constant(weights)), wrt=[z])
+    data = np.random.default_rng(1).standard_normal((4, 2, 3, 3)).astype(np.float32)
+    graph.forward({"x": data})
+    dz = _host(graph.backward()[z])
+    # d loss / dz = weights where relu(z) > 0, else 0
+    mean = data.mean(axis=(0, 2, 3), keepdims=True)
+    zs = (data - mean) / np.sqrt(data.var(axis=(0, 2, 3), keepdims=True) + 1e-5)
+    np.testing.assert_allclose(dz, np.where(zs > 0, weights, 0.0), atol=1e-6)
+    assert "batch_norm_relu" not in [op.name for op in graph.specialise(batch_size=4).ops if op]
+
+
+def test_guarded_plans_and_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
+    """check_finite plans run the graph as written; a profile names the fused op's row."""
+    monkeypatch.setenv("NNLAYERS_FUSION", "1")
+    model, _ = _cnn()
+    batch = _batches(1)[0]
+    model.train_step(batch)
+    with nnlayers.profile() as prof:
+        model.train_step(batch)
+    ops = {r.op for r in prof.rows()}
+    assert {"batch_norm_relu", "relu_in_batch_norm"} <= ops and "relu" not in ops
+    guarded = Graph(model.loss, check_finite=True)
+    assert "batch_norm_relu" not in [op.name for op in guarded.specialise(batch_size=6).ops if op]
