@@ -460,7 +460,7 @@ def test_batch_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
         gamma, beta = _random(71, (c,), dtype), _random(72, (c,), dtype)
         dy = _random(73, shape, dtype)
         geo = tuple(np.int64(v) for v in (c, n, hw, spc, chunks))
-        want_y, want_mean, want_inv = XP.nn.batch_norm(x, gamma, beta, eps=1e-5)
+        _, want_mean, want_inv = XP.nn.batch_norm(x, gamma, beta, eps=1e-5)
         part_mean, part_m2 = (np.empty((c, chunks), dtype) for _ in range(2))
         part_mean, part_m2, _ = ocl.call(
             dtype, "bn_chunk_stats", c * chunks, *geo, part_mean, part_m2, x
@@ -471,29 +471,50 @@ def test_batch_norm_kernels(ocl: OpenCLRunner, dtype: str) -> None:
         )  # fmt: skip
         _close(mean, want_mean, dtype, 4 * n * hw)
         _close(inv / want_inv, np.ones(c), dtype, 16 * n * hw)  # inv_std is ~100 here
-        size = np.int64(x.size)
-        (y, *_) = ocl.call(
-            dtype, "bn_normalize", x.size, size, geo[0], geo[2], np.empty_like(x), x,
-            want_mean, want_inv, gamma, beta,
-        )  # fmt: skip
-        _close(y, want_y, dtype, 8 * n * hw)
-        want_dx, want_dg, want_db = XP.nn.batch_norm_backward(dy, x, gamma, want_mean, want_inv)
-        part_dy, part_dyx, *_ = ocl.call(
-            dtype, "bn_chunk_grads", c * chunks, *geo, np.empty((c, chunks), dtype),
-            np.empty((c, chunks), dtype), dy, x, want_mean,
-        )  # fmt: skip
-        dgamma, dbeta, *_ = ocl.call(
-            dtype, "bn_merge_grads", c, geo[0], geo[4], np.empty(c, dtype), np.empty(c, dtype),
-            part_dy, part_dyx, want_inv,
-        )  # fmt: skip
-        _close(dgamma, want_dg, dtype, 64 * n * hw)
-        _close(dbeta, want_db, dtype, 4 * n * hw)
-        (dx, *_) = ocl.call(
-            dtype, "bn_backward_data", x.size, size, geo[0], geo[2], t(n * hw),
-            np.empty_like(x), dy, x, want_mean, want_inv, gamma, want_dg, want_db,
-        )  # fmt: skip
-        scale = float(np.max(np.abs(want_dx)))
-        _close(dx / scale, want_dx / scale, dtype, 64 * n * hw)
+        for relu in (0, 1):  # batch_norm, then batch_norm_relu (the ReLU in the same launches)
+            _check_bn_passes(ocl, dtype, relu, x, gamma, beta, dy, geo, want_mean, want_inv)
+
+
+def _check_bn_passes(
+    ocl: OpenCLRunner, dtype: str, relu: int, x: Any, gamma: Any, beta: Any, dy: Any,
+    geo: tuple[Any, ...], mean: Any, inv: Any,
+) -> None:  # fmt: skip
+    """:func:`test_batch_norm_kernels`' element pass and backward launches, with or without the
+    ReLU (``relu``: ``y`` through it, ``dy`` gated by it), against the namespace's ops."""
+    t = np.dtype(dtype).type
+    n, hw, c, chunks = int(geo[1]), int(geo[2]), int(geo[0]), int(geo[4])
+    size = np.int64(x.size)
+    if relu:
+        want_y = XP.nn.batch_norm_relu(x, gamma, beta, eps=1e-5)[0]
+    else:
+        want_y = XP.nn.batch_norm(x, gamma, beta, eps=1e-5)[0]
+    (y, *_) = ocl.call(
+        dtype, "bn_normalize", x.size, size, geo[0], geo[2], np.int32(relu), np.empty_like(x), x,
+        mean, inv, gamma, beta,
+    )  # fmt: skip
+    _close(y, want_y, dtype, 8 * n * hw)
+    if relu:
+        assert (y == 0).any() and not np.signbit(y).any()
+        want = XP.nn.batch_norm_relu_backward(dy, x, gamma, mean, inv, want_y)
+    else:
+        want = XP.nn.batch_norm_backward(dy, x, gamma, mean, inv)
+    want_dx, want_dg, want_db = want
+    part_dy, part_dyx, *_ = ocl.call(
+        dtype, "bn_chunk_grads", c * chunks, *geo, np.int32(relu), np.empty((c, chunks), dtype),
+        np.empty((c, chunks), dtype), dy, want_y, x, mean,
+    )  # fmt: skip
+    dgamma, dbeta, *_ = ocl.call(
+        dtype, "bn_merge_grads", c, geo[0], geo[4], np.empty(c, dtype), np.empty(c, dtype),
+        part_dy, part_dyx, inv,
+    )  # fmt: skip
+    _close(dgamma, want_dg, dtype, 64 * n * hw)
+    _close(dbeta, want_db, dtype, 4 * n * hw)
+    (dx, *_) = ocl.call(
+        dtype, "bn_backward_data", x.size, size, geo[0], geo[2], t(n * hw), np.int32(relu),
+        np.empty_like(x), dy, want_y, x, mean, inv, gamma, want_dg, want_db,
+    )  # fmt: skip
+    scale = float(np.max(np.abs(want_dx)))
+    _close(dx / scale, want_dx / scale, dtype, 64 * n * hw)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

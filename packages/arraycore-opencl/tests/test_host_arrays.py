@@ -56,6 +56,10 @@ def _nn_calls(nn: Any, x: Any, w: Any, dy: Any, flat: Any, labels: Any) -> dict[
         "batch_norm_backward": lambda: nn.batch_norm_backward(
             dy, x, flat[0, :2], flat[1, :2], flat[0, 1:]
         ),
+        "batch_norm_relu": lambda: nn.batch_norm_relu(x, flat[0, :2], flat[1, :2]),
+        "batch_norm_relu_backward": lambda: nn.batch_norm_relu_backward(
+            dy, x, flat[0, :2], flat[1, :2], flat[0, 1:], x
+        ),
         "gelu": lambda: nn.gelu(x),
         "gelu_backward": lambda: nn.gelu_backward(dy, x),
         "relu_backward": lambda: nn.relu_backward(dy, x),
@@ -115,6 +119,8 @@ USES = {
     "one_hot": {4},
     "batch_norm": {0, 3},
     "batch_norm_backward": {0, 2, 3},
+    "batch_norm_relu": {0, 3},
+    "batch_norm_relu_backward": {0, 2, 3},
     "gelu": {0},
     "gelu_backward": {0, 2},
     "relu_backward": {0, 2},

@@ -612,6 +612,10 @@ class OpenCLBackend(Backend, OpenCLKernels):
         return {
             **_sort.overrides(self),
             **self.shared_overrides(),
+            # batch norm with its ReLU in the same launches (CUDA keeps cuDNN's batch norm and
+            # the namespace's in-place maximum after it)
+            "nn.batch_norm_relu": self.shared_batch_norm_relu,
+            "nn.batch_norm_relu_backward": self.shared_batch_norm_relu_backward,
             "inplace.fuse": self.fuse,
         }
 

@@ -48,10 +48,12 @@ order as arraycore's reference where it sums, and a kernel over ``n`` elements i
 - batch normalisation of ``(N, C, HW)``, three launches each way: ``bn_chunk_stats(C, N, HW, spc,
   chunks, part_mean, part_m2, x)`` (one work item per channel and chunk of ``spc`` samples),
   ``bn_merge_stats(C, N, HW, spc, chunks, mean, inv_std, part_mean, part_m2, eps)`` (one per
-  channel: the chunks merged in order), ``bn_normalize(n, C, HW, y, x, mean, inv_std, gamma,
-  beta)``; ``bn_chunk_grads(C, N, HW, spc, chunks, part_dy, part_dyx, dy, x, mean)``,
-  ``bn_merge_grads(C, chunks, dgamma, dbeta, part_dy, part_dyx, inv_std)``,
-  ``bn_backward_data(n, C, HW, count, dx, dy, x, mean, inv_std, gamma, dgamma, dbeta)``;
+  channel: the chunks merged in order), ``bn_normalize(n, C, HW, relu, y, x, mean, inv_std,
+  gamma, beta)`` (``relu``: a ReLU applied as ``y`` is written); ``bn_chunk_grads(C, N, HW, spc,
+  chunks, has_y, part_dy, part_dyx, dy, y, x, mean)``, ``bn_merge_grads(C, chunks, dgamma, dbeta,
+  part_dy, part_dyx, inv_std)``, ``bn_backward_data(n, C, HW, count, has_y, dx, dy, y, x, mean,
+  inv_std, gamma, dgamma, dbeta)`` (``has_y``: ``dy`` gated by the ReLU's output ``y`` as it is
+  read, ``batch_norm_relu``'s backward; ``y`` is any buffer otherwise);
 - scaled dot-product attention, fused (no ``(Tq, Tk)`` array written; scores recomputed from
   ``q`` and ``k`` in each pass, as flash attention does): ``attn_forward(rows, Tq, Tk, D, Dv,
   out, lse, q, k, v, MASK, has_drop, drop, scale)`` (one work item per query row, one pass over
@@ -638,23 +640,35 @@ KERNEL void gru_cell_backward(const i64 n, const i64 H, const i64 steps, const i
 #define BN_SQDEV(i) ((row[i] - m) * (row[i] - m))
 FUNC T row_sum8(GLOBAL const T* row, const i64 len) { BN_SUM8(BN_ROW, len) }
 FUNC T row_sqdev8(GLOBAL const T* row, const i64 len, const T m) { BN_SUM8(BN_SQDEV, len) }
+/* sum(g) and sum(g (x - m)) of a row, g = dy, or dy * (y > 0) with a ReLU's output y (gate):
+   the two branches are written out so that the common one stays the plain unrolled loop */
+#define BN_DY_DYX8(G)                                                                            \
+    T p[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};                                   \
+    T q[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};                                   \
+    i64 j = 0;                                                                                   \
+    for (; j + 8 <= len; j += 8)                                                                 \
+        for (int u = 0; u < 8; ++u) {                                                            \
+            const T g = G(j + u);                                                                \
+            p[u] += g;                                                                           \
+            q[u] += g * (x[j + u] - m);                                                          \
+        }                                                                                        \
+    T sa = BN_PAIRWISE(p), sb = BN_PAIRWISE(q);                                                  \
+    for (; j < len; ++j) {                                                                       \
+        const T g = G(j);                                                                        \
+        sa += g;                                                                                 \
+        sb += g * (x[j] - m);                                                                    \
+    }                                                                                            \
+    *a += sa;                                                                                    \
+    *b += sb;
+#define BN_PLAIN(k) dy[k]
+#define BN_GATED(k) (dy[k] * (y[k] > (T)0 ? (T)1 : (T)0))
 FUNC void row_dy_dyx8(GLOBAL const T* dy, GLOBAL const T* x, const i64 len, const T m, T* a,
                       T* b) {
-    T p[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};
-    T q[8] = {(T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0, (T)0};
-    i64 j = 0;
-    for (; j + 8 <= len; j += 8)
-        for (int u = 0; u < 8; ++u) {
-            p[u] += dy[j + u];
-            q[u] += dy[j + u] * (x[j + u] - m);
-        }
-    T sa = BN_PAIRWISE(p), sb = BN_PAIRWISE(q);
-    for (; j < len; ++j) {
-        sa += dy[j];
-        sb += dy[j] * (x[j] - m);
-    }
-    *a += sa;
-    *b += sb;
+    BN_DY_DYX8(BN_PLAIN)
+}
+FUNC void row_gated_dyx8(GLOBAL const T* dy, GLOBAL const T* y, GLOBAL const T* x,
+                         const i64 len, const T m, T* a, T* b) {
+    BN_DY_DYX8(BN_GATED)
 }
 
 /* Batch normalisation of (N, C, HW) x per channel c (HW = 1 for (N, C) input), in three
@@ -698,20 +712,29 @@ KERNEL void bn_merge_stats(const i64 C, const i64 N, const i64 HW, const i64 spc
     inv_std[c] = (T)1 / sqrt(m2 / count + eps);
 }
 
-/* y = (x - mean) * (inv_std gamma) + beta, one work item per element. */
-KERNEL void bn_normalize(const i64 n, const i64 C, const i64 HW, GLOBAL T* y,
+/* y = (x - mean) * (inv_std gamma) + beta, one work item per element; with relu, max(y, 0)
+   by maximum's rule (NaN stays NaN, -0 becomes +0). */
+KERNEL void bn_normalize(const i64 n, const i64 C, const i64 HW, const int relu, GLOBAL T* y,
                          GLOBAL const T* x, GLOBAL const T* mean, GLOBAL const T* inv_std,
                          GLOBAL const T* gamma, GLOBAL const T* beta) {
     const i64 i = GID;
     if (i >= n) return;
     const i64 c = (i / HW) % C;
-    y[i] = (x[i] - mean[c]) * (inv_std[c] * gamma[c]) + beta[c];
+    const T v = (x[i] - mean[c]) * (inv_std[c] * gamma[c]) + beta[c];
+    y[i] = (relu && !(v > (T)0) && v == v) ? (T)0 : v;
+}
+
+/* The gradient reaching batch norm: dy, or with a ReLU after it (has_y) dy * (y > 0) from the
+   ReLU's output y, as relu_backward makes it. */
+FUNC T bn_gated(GLOBAL const T* dy, GLOBAL const T* y, const int has_y, const i64 i) {
+    return has_y ? dy[i] * (y[i] > (T)0 ? (T)1 : (T)0) : dy[i];
 }
 
 /* Backward statistics per (channel, chunk) as bn_chunk_stats: sum(dy), sum(dy (x - mean)). */
 KERNEL void bn_chunk_grads(const i64 C, const i64 N, const i64 HW, const i64 spc,
-                           const i64 chunks, GLOBAL T* part_dy, GLOBAL T* part_dyx,
-                           GLOBAL const T* dy, GLOBAL const T* x, GLOBAL const T* mean) {
+                           const i64 chunks, const int has_y, GLOBAL T* part_dy,
+                           GLOBAL T* part_dyx, GLOBAL const T* dy, GLOBAL const T* y,
+                           GLOBAL const T* x, GLOBAL const T* mean) {
     const i64 id = GID;
     if (id >= C * chunks) return;
     const i64 c = id / chunks, k = id % chunks;
@@ -720,7 +743,10 @@ KERNEL void bn_chunk_grads(const i64 C, const i64 N, const i64 HW, const i64 spc
     T a = (T)0, b = (T)0;
     for (i64 n = n0; n < n1; ++n) {
         const i64 at = (n * C + c) * HW;
-        row_dy_dyx8(dy + at, x + at, HW, m, &a, &b);
+        if (has_y) /* the ReLU's gradient formed as dy is read */
+            row_gated_dyx8(dy + at, y + at, x + at, HW, m, &a, &b);
+        else
+            row_dy_dyx8(dy + at, x + at, HW, m, &a, &b);
     }
     part_dy[id] = a;
     part_dyx[id] = b;
@@ -743,16 +769,17 @@ KERNEL void bn_merge_grads(const i64 C, const i64 chunks, GLOBAL T* dgamma, GLOB
 
 /* dx = (dy - dbeta / count - x_hat dgamma / count) (inv_std gamma), one work item per element. */
 KERNEL void bn_backward_data(const i64 n, const i64 C, const i64 HW, const T count,
-                             GLOBAL T* dx, GLOBAL const T* dy, GLOBAL const T* x,
-                             GLOBAL const T* mean, GLOBAL const T* inv_std,
-                             GLOBAL const T* gamma, GLOBAL const T* dgamma,
-                             GLOBAL const T* dbeta) {
+                             const int has_y, GLOBAL T* dx, GLOBAL const T* dy,
+                             GLOBAL const T* y, GLOBAL const T* x, GLOBAL const T* mean,
+                             GLOBAL const T* inv_std, GLOBAL const T* gamma,
+                             GLOBAL const T* dgamma, GLOBAL const T* dbeta) {
     const i64 i = GID;
     if (i >= n) return;
     const i64 c = (i / HW) % C;
     const T inv = inv_std[c];
     const T x_hat = (x[i] - mean[c]) * inv;
-    dx[i] = (dy[i] - dbeta[c] / count - x_hat * (dgamma[c] / count)) * (inv * gamma[c]);
+    const T g = bn_gated(dy, y, has_y, i);
+    dx[i] = (g - dbeta[c] / count - x_hat * (dgamma[c] / count)) * (inv * gamma[c]);
 }
 
 /* One LSTM step t (gates i, f, g, o; arraycore._nn_rnn's conventions): the pre-activations are

@@ -482,12 +482,26 @@ class KernelHost(ABC):
         """:func:`arraycore._nn_batchnorm.batch_norm` in three launches: chunk statistics, their
         merge per channel (Chan's update: one pass over ``x`` for the variance instead of the
         reference's centred copy), then the normalisation."""
-        xp = self._kernel_xp("batch_norm", x, gamma, beta)
-        _nn.check_batch_norm(xp.isdtype, x, gamma, beta, eps)
+        return self._batch_norm("batch_norm", x, gamma, beta, eps)
+
+    def shared_batch_norm_relu(
+        self, x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5
+    ) -> tuple[Any, Any, Any]:
+        """:func:`arraycore._nn_batchnorm.batch_norm_relu`: :meth:`shared_batch_norm`'s launches,
+        the ReLU applied as the last one writes ``y`` (no launch of its own)."""
+        return self._batch_norm("batch_norm_relu", x, gamma, beta, eps)
+
+    def _batch_norm(
+        self, op: str, x: Any, gamma: Any, beta: Any, eps: float
+    ) -> tuple[Any, Any, Any]:
+        xp = self._kernel_xp(op, x, gamma, beta)
+        _nn.check_batch_norm(xp.isdtype, x, gamma, beta, eps, op=op)
         shape = tuple(int(s) for s in x.shape)
         total = math.prod(shape)
+        relu = op == "batch_norm_relu"
         if dtype_name(x.dtype) not in DTYPES or total == 0:
-            return _nn.batch_norm(xp, x, gamma, beta, eps)
+            reference = _nn.batch_norm_relu if relu else _nn.batch_norm
+            return reference(xp, x, gamma, beta, eps)
         geo = self._bn_geometry(x)
         c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
         part_mean, part_m2 = (self.kernel_empty((c, chunks), dt) for _ in range(2))
@@ -499,7 +513,8 @@ class KernelHost(ABC):
         self.kernel_launch(dt, "bn_merge_stats", c, *geo, *stats, *parts, dt.type(eps))
         y = self.kernel_empty(shape, dt)
         args = (self.kernel_arg(y), dense, *stats, self._dense_arg(gamma), self._dense_arg(beta))
-        self.kernel_launch(dt, "bn_normalize", total, np.int64(total), geo[0], hw, *args)
+        head = (np.int64(total), geo[0], hw, np.int32(relu))
+        self.kernel_launch(dt, "bn_normalize", total, *head, *args)
         return y, mean, inv_std
 
     def shared_batch_norm_backward(
@@ -507,26 +522,50 @@ class KernelHost(ABC):
     ) -> tuple[Any, Any, Any]:
         """:func:`arraycore._nn_batchnorm.batch_norm_backward` in three launches: per chunk
         ``sum(dy)`` and ``sum(dy (x - mean))``, their sums per channel, then ``dx``."""
-        op = "batch_norm_backward"
-        xp = self._kernel_xp(op, dy, x, gamma, mean, inv_std)
-        _nn.check_batch_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
+        return self._batch_norm_backward(dy, x, gamma, mean, inv_std, None)
+
+    def shared_batch_norm_relu_backward(
+        self, dy: Any, x: Any, gamma: Any, mean: Any, inv_std: Any, y: Any
+    ) -> tuple[Any, Any, Any]:
+        """:func:`arraycore._nn_batchnorm.batch_norm_relu_backward` in
+        :meth:`shared_batch_norm_backward`'s three launches, which form the ReLU's gradient
+        ``dy * (y > 0)`` as they read ``dy`` (never stored, no launch of its own)."""
+        return self._batch_norm_backward(dy, x, gamma, mean, inv_std, y)
+
+    def _batch_norm_backward(
+        self, dy: Any, x: Any, gamma: Any, mean: Any, inv_std: Any, y: Any
+    ) -> tuple[Any, Any, Any]:
+        relu = y is not None
+        op = "batch_norm_relu_backward" if relu else "batch_norm_backward"
+        given = (dy, x, gamma, mean, inv_std, y) if relu else (dy, x, gamma, mean, inv_std)
+        xp = self._kernel_xp(op, *given)
+        if relu:
+            _nn.check_batch_norm_relu_backward(xp.isdtype, dy, x, gamma, mean, inv_std, y)
+        else:
+            _nn.check_batch_norm_backward(xp.isdtype, dy, x, gamma, mean, inv_std)
         shape = tuple(int(s) for s in x.shape)
         total = math.prod(shape)
         if dtype_name(x.dtype) not in DTYPES or total == 0:
+            if relu:
+                return _nn.batch_norm_relu_backward(xp, dy, x, gamma, mean, inv_std, y)
             return _nn.batch_norm_backward(xp, dy, x, gamma, mean, inv_std)
         geo = self._bn_geometry(x)
         c, hw, chunks, dt = int(geo[0]), geo[2], int(geo[4]), x.dtype
         part_dy, part_dyx = (self.kernel_empty((c, chunks), dt) for _ in range(2))
         dgamma, dbeta = self.kernel_empty((c,), dt), self.kernel_empty((c,), dt)
         d_dy, d_x, d_mean, d_inv = (self._dense_arg(a) for a in (dy, x, mean, inv_std))
+        d_y = self._dense_arg(y) if relu else d_dy  # any buffer where there is no ReLU
+        flag = np.int32(relu)
         parts = (self.kernel_arg(part_dy), self.kernel_arg(part_dyx))
-        self.kernel_launch(dt, "bn_chunk_grads", c * chunks, *geo, *parts, d_dy, d_x, d_mean)
+        grads_in = (d_dy, d_y, d_x, d_mean)
+        self.kernel_launch(dt, "bn_chunk_grads", c * chunks, *geo, flag, *parts, *grads_in)
         grads = (self.kernel_arg(dgamma), self.kernel_arg(dbeta))
         self.kernel_launch(dt, "bn_merge_grads", c, geo[0], geo[4], *grads, *parts, d_inv)
         dx = self.kernel_empty(shape, dt)
         count = dt.type(total // c)
-        args = (self.kernel_arg(dx), d_dy, d_x, d_mean, d_inv, self._dense_arg(gamma), *grads)
-        self.kernel_launch(dt, "bn_backward_data", total, np.int64(total), geo[0], hw, count, *args)
+        head = (np.int64(total), geo[0], hw, count, flag)
+        args = (self.kernel_arg(dx), d_dy, d_y, d_x, d_mean, d_inv, self._dense_arg(gamma), *grads)
+        self.kernel_launch(dt, "bn_backward_data", total, *head, *args)
         return dx, dgamma, dbeta
 
     # -- layer normalisation ----------------------------------------------------------------------
