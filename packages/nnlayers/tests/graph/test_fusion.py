@@ -144,3 +144,49 @@ def test_guarded_plans_and_profiles(monkeypatch: pytest.MonkeyPatch) -> None:
     assert {"batch_norm_relu", "relu_in_batch_norm"} <= ops and "relu" not in ops
     guarded = Graph(model.loss, check_finite=True)
     assert "batch_norm_relu" not in [op.name for op in guarded.specialise(batch_size=6).ops if op]
+
+
+def _dense_steps(
+    monkeypatch: pytest.MonkeyPatch, fusion: bool, *, freeze: bool, dtype: str
+) -> tuple[list[str], list[np.ndarray], list[np.ndarray]]:
+    """Three steps of affine -> batch norm (N, C) -> relu -> affine in ``dtype``, the batch norm
+    frozen (normalising with its running statistics in the train phase) or not: the plan's op
+    names, the parameters after the steps and the eval-phase outputs."""
+    monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
+    x = ex.placeholder((None, 5), dtype, name="x")
+    y = ex.placeholder((None,), "int64", name="y")
+    bn = BatchNorm()
+    hidden = ex.relu(bn(Affine(8, seed=1)(x)))
+    out = Affine(3, seed=2)(hidden)
+    model = Model(ex.softmax_cross_entropy(out, y), inputs=[x, y], outputs=out, optimizer=SGD(0.1))
+    rng = np.random.default_rng(3)
+    data = rng.standard_normal((16, 5)).astype(dtype)
+    labels = rng.integers(0, 3, 16)
+    if freeze:
+        model.train_step((data, labels))  # running statistics worth normalising with
+        bn.freeze()
+    for _ in range(3):
+        model.train_step((data, labels))
+    ops = [op.name for op in model.graph.specialise(batch_size=16).ops if op is not None]
+    params = [_host(p.value).copy() for p in model.params]
+    model.graph.eval()
+    outputs = [_host(v) for v in model.graph.forward({"x": data, "y": labels})]
+    return ops, params, outputs
+
+
+@pytest.mark.parametrize("freeze", [False, True], ids=["batch-statistics", "frozen"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_dense_frozen_and_float64_batch_norms_fuse_alike(
+    monkeypatch: pytest.MonkeyPatch, freeze: bool, dtype: str
+) -> None:
+    """(N, C) batch norms fuse too, a frozen one (its train phase takes the eval path, the
+    ReLU's gradient applied before the affine map's) and float64 ones (the composed path where
+    no kernel takes them) train as the unfused graph does."""
+    ops, params, outputs = _dense_steps(monkeypatch, True, freeze=freeze, dtype=dtype)
+    plain_ops, plain_params, plain_outputs = _dense_steps(
+        monkeypatch, False, freeze=freeze, dtype=dtype
+    )
+    assert "batch_norm_relu" in ops and "batch_norm_relu" not in plain_ops
+    rtol = 1e-5 if dtype == "float32" else 1e-12
+    for got, want in zip(params + outputs, plain_params + plain_outputs, strict=True):
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
