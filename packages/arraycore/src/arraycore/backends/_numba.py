@@ -277,12 +277,9 @@ def batch_norm_backward(
     x3 = x.reshape(x.shape[0], x.shape[1], -1)
     dx = np.empty_like(x3)
     dgamma, dbeta = np.empty(x.shape[1], x.dtype), np.empty(x.shape[1], x.dtype)
-    rest = (x3, gamma, mean, inv_std, dx, dgamma, dbeta)
-    if y is None:
-        found = _run("batch_norm_backward", dy.reshape(x3.shape), *rest)
-    else:
-        found = _run("batch_norm_relu_backward", dy.reshape(x3.shape), y.reshape(x3.shape), *rest)
-    if found is FAILED:
+    gate = dy if y is None else y  # read only with relu
+    args = (dy.reshape(x3.shape), x3, gamma, mean, inv_std, y is not None, gate.reshape(x3.shape))
+    if _run("batch_norm_backward", *args, dx, dgamma, dbeta) is FAILED:
         return None
     return dx.reshape(x.shape), dgamma, dbeta
 

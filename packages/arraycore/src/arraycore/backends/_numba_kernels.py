@@ -61,36 +61,13 @@ def batch_norm(x, gamma, beta, eps, relu, y, mean, inv_std):  # type: ignore[no-
 
 
 @njit(parallel=True, fastmath=_FLAGS, cache=True)
-def batch_norm_backward(dy, x, gamma, mean, inv_std, dx, dgamma, dbeta):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """The gradients of :func:`batch_norm`: per channel the two sums ``sum(dy)`` (``dbeta``) and
-    ``sum(dy * (x - mean))`` (``dgamma / inv_std``), then
-    ``dx = k * (dy - dbeta / count - x_hat * dgamma / count)`` with ``k = gamma * inv_std``,
-    written as ``dx = dy * a + x * b + c``."""
-    n, c, p = x.shape
-    count = n * p
-    for ch in prange(c):
-        m = mean[ch]
-        sum_dy = 0.0
-        sum_dy_centred = 0.0
-        for i in range(n):
-            for j in range(p):
-                g = dy[i, ch, j]
-                sum_dy += g
-                sum_dy_centred += g * (x[i, ch, j] - m)
-        a_, b_, c_ = _bn_backward_coefficients(
-            dx.dtype.type, sum_dy, sum_dy_centred, gamma[ch], m, inv_std[ch], count
-        )
-        for i in range(n):
-            for j in range(p):
-                dx[i, ch, j] = dy[i, ch, j] * a_ + x[i, ch, j] * b_ + c_
-        dgamma[ch] = sum_dy_centred * inv_std[ch]
-        dbeta[ch] = sum_dy
-
-
-@njit(parallel=True, fastmath=_FLAGS, cache=True)
-def batch_norm_relu_backward(dy, y, x, gamma, mean, inv_std, dx, dgamma, dbeta):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
-    """:func:`batch_norm_backward` of ``relu(batch_norm(x))`` whose output was ``y``: the
-    gradient ``dy * (y > 0)`` (``relu_backward``'s) formed on the fly, never stored."""
+def batch_norm_backward(dy, x, gamma, mean, inv_std, relu, y, dx, dgamma, dbeta):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """The gradients of :func:`batch_norm`: per channel the two sums ``sum(g)`` (``dbeta``) and
+    ``sum(g * (x - mean))`` (``dgamma / inv_std``), then
+    ``dx = k * (g - dbeta / count - x_hat * dgamma / count)`` with ``k = gamma * inv_std``,
+    written as ``dx = g * a + x * b + c``; ``g`` is ``dy``, or with ``relu`` the gradient of
+    ``relu(batch_norm(x))`` whose output was ``y``, ``dy * (y > 0)`` (``relu_backward``'s),
+    formed as ``dy`` is read and never stored (``y`` is not read without ``relu``)."""
     n, c, p = x.shape
     count = n * p
     zero = dx.dtype.type(0)
@@ -100,7 +77,9 @@ def batch_norm_relu_backward(dy, y, x, gamma, mean, inv_std, dx, dgamma, dbeta):
         sum_dy_centred = 0.0
         for i in range(n):
             for j in range(p):
-                g = dy[i, ch, j] if y[i, ch, j] > zero else dy[i, ch, j] * zero
+                g = dy[i, ch, j]
+                if relu and not y[i, ch, j] > zero:
+                    g = g * zero
                 sum_dy += g
                 sum_dy_centred += g * (x[i, ch, j] - m)
         a_, b_, c_ = _bn_backward_coefficients(
@@ -108,7 +87,9 @@ def batch_norm_relu_backward(dy, y, x, gamma, mean, inv_std, dx, dgamma, dbeta):
         )
         for i in range(n):
             for j in range(p):
-                g = dy[i, ch, j] if y[i, ch, j] > zero else dy[i, ch, j] * zero
+                g = dy[i, ch, j]
+                if relu and not y[i, ch, j] > zero:
+                    g = g * zero
                 dx[i, ch, j] = g * a_ + x[i, ch, j] * b_ + c_
         dgamma[ch] = sum_dy_centred * inv_std[ch]
         dbeta[ch] = sum_dy
