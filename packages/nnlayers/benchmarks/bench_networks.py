@@ -484,7 +484,7 @@ def profile_case(case: networks.Case, steps: int = 5) -> str:
     host's time alone (no waiting for the device around each op)."""
     set_threads(1)
     batches = case.batches(2)
-    model, _ = case.build()
+    model, layers = case.build()
     xp = model.xp
     modes = [True] if xp.name == "numpy" else [True, False]
     parts = [f"## {case.name} ({xp.name}, one thread)"]
@@ -495,7 +495,26 @@ def profile_case(case: networks.Case, steps: int = 5) -> str:
             for i in range(steps):
                 model.train_step(batches[i % 2])
         parts.append(prof.table(top=15))
+    if torch is not None and xp.name == "numpy":
+        parts.append(torch_profile(case, layers, batches, steps))
     return "\n\n".join(parts)
+
+
+def torch_profile(case: networks.Case, layers: dict[str, Any], batches: Any, steps: int) -> str:
+    """PyTorch's own per-op profile (``torch.profiler``, CPU, one thread) of the same number of
+    training steps of ``case``'s PyTorch twin, built from the same weights, after warm-up steps:
+    the ops to put beside nnlayers' rows (``aten::mkldnn_rnn_layer`` beside ``lstm``, ...)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    tstep = case.torch(layers)
+    tb = [(torch.from_numpy(x), torch.from_numpy(y)) for x, y in batches]
+    for i in range(2):
+        tstep.step(*tb[i % 2])
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for i in range(steps):
+            tstep.step(*tb[i % 2])
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=15)
+    return f"PyTorch, the same {steps} steps (torch.profiler, self CPU time):\n{table}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -509,7 +528,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--profile",
         action="store_true",
-        help="print each case's per-op profile on $ARRAYCORE_BACKEND (one thread) and stop",
+        help="print each case's per-op profile on $ARRAYCORE_BACKEND (one thread; on the NumPy "
+        "backend PyTorch's beside it) and stop",
     )
     parser.add_argument("--memory-child", nargs=2, metavar=("CASE", "IMPL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
