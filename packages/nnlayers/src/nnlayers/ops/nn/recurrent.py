@@ -182,8 +182,8 @@ class LSTMLayer(Op):
 class LSTMPart(Op):
     """One part of :class:`LSTMLayer`'s packed output, as a view: ``"hidden"``, every step's
     hidden state ``(N, T, H)``, or ``"cell"``, the last cell state ``(N, H)``. The gradient is
-    ``dy`` written into zeros of the packed shape, or added into the part of a gradient the plan
-    already holds (:meth:`accumulate_grad`: both parts read, one zero-filled array)."""
+    ``dy`` joined with zeros for the other part, or added into the part of a gradient the plan
+    already holds (:meth:`accumulate_grad`: both parts read, one array)."""
 
     name = "lstm_part"
     fresh_grads = True
@@ -215,10 +215,13 @@ class LSTMPart(Op):
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
     ) -> Grads:
+        # dy and zeros for the other part, one copy (not a zero-filled packed array and an add)
         n, hidden = int(dy.shape[0]), int(dy.shape[-1])
-        grad = xp.zeros((n * (self.steps + 1), hidden), dtype=dy.dtype)
-        self.accumulate_grad(xp, grad, dy)
-        return (grad,)
+        rows = n * self.steps
+        if self.part == "cell":
+            return (xp.concat([xp.zeros((rows, hidden), dtype=dy.dtype), dy], axis=0),)
+        other = xp.zeros((n, hidden), dtype=dy.dtype)
+        return (xp.concat([xp.reshape(dy, (rows, hidden)), other], axis=0),)
 
     def accumulate_grad(self, xp: ArrayNamespace, acc: Any, dy: Any) -> None:
         """Add ``dy`` into this part of ``acc`` (the packed gradient) in place."""
