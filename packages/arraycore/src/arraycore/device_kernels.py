@@ -429,9 +429,10 @@ KERNEL void softmax_xent_rows(const i64 rows, const i64 cols, GLOBAL T* dlogits,
 }
 
 /* ReLU's gradient from its output: dy * (y > 0), as arraycore's reference (NaN from a NaN or
-   infinite dy where the unit is off) */
+   infinite dy where the unit is off); batch_norm_relu's backward forms it the same way */
+#define RELU_GATE(d, y) ((d) * ((y) > (T)0 ? (T)1 : (T)0))
 KERNEL void relu_backward(const i64 n, GLOBAL T* out, GLOBAL const T* dy, GLOBAL const T* y) {
-    FOR_ELEMENTS(gid, n) out[gid] = dy[gid] * (y[gid] > (T)0 ? (T)1 : (T)0);
+    FOR_ELEMENTS(gid, n) out[gid] = RELU_GATE(dy[gid], y[gid]);
 }
 
 /* GELU, tanh approximation, with its gate s = 0.5 (1 + tanh(u)) = sigmoid(2u) written through
@@ -661,7 +662,7 @@ FUNC T row_sqdev8(GLOBAL const T* row, const i64 len, const T m) { BN_SUM8(BN_SQ
     *a += sa;                                                                                    \
     *b += sb;
 #define BN_PLAIN(k) dy[k]
-#define BN_GATED(k) (dy[k] * (y[k] > (T)0 ? (T)1 : (T)0))
+#define BN_GATED(k) RELU_GATE(dy[k], y[k])
 FUNC void row_dy_dyx8(GLOBAL const T* dy, GLOBAL const T* x, const i64 len, const T m, T* a,
                       T* b) {
     BN_DY_DYX8(BN_PLAIN)
@@ -727,7 +728,7 @@ KERNEL void bn_normalize(const i64 n, const i64 C, const i64 HW, const int relu,
 /* The gradient reaching batch norm: dy, or with a ReLU after it (has_y) dy * (y > 0) from the
    ReLU's output y, as relu_backward makes it. */
 FUNC T bn_gated(GLOBAL const T* dy, GLOBAL const T* y, const int has_y, const i64 i) {
-    return has_y ? dy[i] * (y[i] > (T)0 ? (T)1 : (T)0) : dy[i];
+    return has_y ? RELU_GATE(dy[i], y[i]) : dy[i];
 }
 
 /* Backward statistics per (channel, chunk) as bn_chunk_stats: sum(dy), sum(dy (x - mean)). */

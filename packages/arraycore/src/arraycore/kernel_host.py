@@ -482,23 +482,23 @@ class KernelHost(ABC):
         """:func:`arraycore._nn_batchnorm.batch_norm` in three launches: chunk statistics, their
         merge per channel (Chan's update: one pass over ``x`` for the variance instead of the
         reference's centred copy), then the normalisation."""
-        return self._batch_norm("batch_norm", x, gamma, beta, eps)
+        return self._batch_norm(x, gamma, beta, eps, relu=False)
 
     def shared_batch_norm_relu(
         self, x: Any, gamma: Any, beta: Any, *, eps: float = 1e-5
     ) -> tuple[Any, Any, Any]:
         """:func:`arraycore._nn_batchnorm.batch_norm_relu`: :meth:`shared_batch_norm`'s launches,
         the ReLU applied as the last one writes ``y`` (no launch of its own)."""
-        return self._batch_norm("batch_norm_relu", x, gamma, beta, eps)
+        return self._batch_norm(x, gamma, beta, eps, relu=True)
 
     def _batch_norm(
-        self, op: str, x: Any, gamma: Any, beta: Any, eps: float
+        self, x: Any, gamma: Any, beta: Any, eps: float, *, relu: bool
     ) -> tuple[Any, Any, Any]:
+        op = "batch_norm_relu" if relu else "batch_norm"
         xp = self._kernel_xp(op, x, gamma, beta)
         _nn.check_batch_norm(xp.isdtype, x, gamma, beta, eps, op=op)
         shape = tuple(int(s) for s in x.shape)
         total = math.prod(shape)
-        relu = op == "batch_norm_relu"
         if dtype_name(x.dtype) not in DTYPES or total == 0:
             reference = _nn.batch_norm_relu if relu else _nn.batch_norm
             return reference(xp, x, gamma, beta, eps)

@@ -199,15 +199,17 @@ class LSTMPart(Op):
         shape = (n, self.steps, hidden) if self.part == "hidden" else (n, hidden)
         return Spec(shape, packed.dtype)
 
-    def _of(self, xp: ArrayNamespace, packed: Any) -> Any:
-        rows, hidden = (int(s) for s in packed.shape)
-        n = rows // (self.steps + 1)
-        if self.part == "cell":
-            return packed[n * self.steps :]
-        return xp.reshape(packed[: n * self.steps], (n, self.steps, hidden))
+    def _rows(self, packed_rows: int) -> slice:
+        """This part's rows of a packed array of ``packed_rows`` rows."""
+        hidden_rows = packed_rows // (self.steps + 1) * self.steps
+        return slice(hidden_rows, None) if self.part == "cell" else slice(0, hidden_rows)
 
     def forward(self, xp: ArrayNamespace, packed: Any) -> Any:
-        return self._of(xp, packed)
+        rows, hidden = (int(s) for s in packed.shape)
+        part = packed[self._rows(rows)]
+        if self.part == "cell":
+            return part
+        return xp.reshape(part, (rows // (self.steps + 1), self.steps, hidden))
 
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return ()
@@ -225,8 +227,7 @@ class LSTMPart(Op):
 
     def accumulate_grad(self, xp: ArrayNamespace, acc: Any, dy: Any) -> None:
         """Add ``dy`` into this part of ``acc`` (the packed gradient) in place."""
-        rows = int(acc.shape[0]) // (self.steps + 1) * self.steps
-        key = slice(rows, None) if self.part == "cell" else slice(0, rows)
+        key = self._rows(int(acc.shape[0]))
         part = acc[key]
         part = xp.inplace.add(part, xp.reshape(dy, tuple(part.shape)), out=part)
         acc[key] = part  # a no-op where basic indexing gives a view
