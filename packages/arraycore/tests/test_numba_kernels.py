@@ -183,6 +183,7 @@ def test_scatter_add_leaves_what_it_does_not_take_to_numpy(kernels) -> None:
     [
         ((4, 3, 8, 8), (2, 2), (2, 2), ((0, 0), (0, 0))),  # 2x2 tiles: the dedicated kernel
         ((2, 3, 7, 9), (2, 2), (2, 2), ((0, 0), (0, 0))),  # ... and the row, column left out
+        ((2, 3, 6, 75), (2, 2), (2, 2), ((0, 0), (0, 0))),  # ... rows longer than a vector
         ((2, 2, 9, 7), (3, 3), (2, 2), ((1, 1), (1, 1))),  # overlapping, padded
         ((2, 3, 6, 5), (3, 2), (1, 2), ((1, 0), (0, 1))),  # asymmetric
         ((1, 2, 5, 5), (5, 5), (1, 1), ((2, 2), (2, 2))),

@@ -169,36 +169,48 @@ def max_pool2d_backward(dy, x, kh, kw, sh, sw, top, left, dx):  # type: ignore[n
                     dxp[r, c] += g[q]
 
 
+@njit(inline="always")
+def _first_max_of_four(a, b, e, f):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    """Which of ``a, b, e, f`` (a 2x2 window in row-major order) is the first equal to their
+    maximum, 0 to 3, from comparisons summed instead of branched on (random data and the ties of
+    ReLU outputs made the branches mispredict; this form is vectorised). NaN windows are not
+    its business: the caller redoes them."""
+    m = max(max(a, b), max(e, f))
+    at_a = a == m
+    by_b = at_a or b == m
+    by_e = by_b or e == m
+    return np.int8(3) - np.int8(by_e) - np.int8(by_b) - np.int8(at_a)
+
+
 @njit(parallel=True, fastmath=_FLAGS, cache=True)
 def max_pool2d_backward_2x2(dy, x, dx):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """Max-pool backward for 2x2 windows at stride 2 without padding, on planes (``dy``
     ``(N*C, OH, OW)``, ``x`` and ``dx`` ``(N*C, H, W)``): every pixel of ``dx`` under a window is
     written (``dy`` at the window's first maximum, 0 elsewhere), so ``dx`` needs no zeroing but
-    for the last row or column an odd ``H`` or ``W`` leaves out. A row of windows is chosen
-    with selects the compiler vectorises; one holding a NaN or an infinity is redone by
-    :func:`_window_max` (the reference's rule: the first NaN wins)."""
+    for the last row or column an odd ``H`` or ``W`` leaves out.
+
+    Per pair of rows, one loop finds each window's first maximum (:func:`_first_max_of_four`)
+    and a second writes the two rows of ``dx`` in order; both vectorise (2-3x faster than one
+    loop of selects). A row of windows holding a NaN or an infinity (``v - v`` is NaN) is redone
+    by :func:`_window_max`, the reference's rule: the first NaN wins."""
+    ow = dy.shape[2]
     for plane in prange(x.shape[0]):
         xp, dxp, g = x[plane], dx[plane], dy[plane]
+        first = np.empty(ow, np.int8)
         for p in range(dy.shape[1]):
             r = 2 * p
             x0, x1, d0, d1, gp = xp[r], xp[r + 1], dxp[r], dxp[r + 1], g[p]
             bad = 0.0
-            for q in range(dy.shape[2]):
-                c = 2 * q
-                a, b, e, f = x0[c], x0[c + 1], x1[c], x1[c + 1]
-                bad += (a - a) + (b - b) + (e - e) + (f - f)  # NaN where any is NaN or inf
-                kb = b > a
-                m = b if kb else a
-                ke = e > m
-                m = e if ke else m
-                kf = f > m
-                gq = gp[q]
-                d1[c + 1] = gq if kf else 0.0
-                d1[c] = gq if ke and not kf else 0.0
-                d0[c + 1] = gq if kb and not (ke or kf) else 0.0
-                d0[c] = 0.0 if kb or ke or kf else gq
+            for q in range(ow):
+                a, b, e, f = x0[2 * q], x0[2 * q + 1], x1[2 * q], x1[2 * q + 1]
+                bad += (a - a) + (b - b) + (e - e) + (f - f)
+                first[q] = _first_max_of_four(a, b, e, f)
+            for c in range(2 * ow):
+                k, gq = first[c >> 1], gp[c >> 1]
+                d0[c] = gq if k == (c & 1) else 0.0
+                d1[c] = gq if k == 2 + (c & 1) else 0.0
             if bad != bad:
-                for q in range(dy.shape[2]):
+                for q in range(ow):
                     c = 2 * q
                     d0[c] = d0[c + 1] = d1[c] = d1[c + 1] = 0.0
                     rr, cc = _window_max(xp, r, c, 2, 2)
