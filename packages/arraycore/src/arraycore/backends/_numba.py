@@ -7,7 +7,8 @@ NumPy backend then runs the compiled loops of :mod:`._numba_kernels` for float32
 of the NumPy code's five to eight, spread over the OpenMP threads) and for float32/float64
 ``inplace.scatter_add`` along axis 0 (an embedding's gradient: whole rows added in
 ``numpy.add.at``'s order, 5-25x faster than the sorted rounds of the NumPy code), for
-``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum) and for
+``nn.max_pool2d_backward`` (one pass, each window's gradient to its first maximum) and 2x2
+``nn.max_pool2d`` (one pass where NumPy's code makes two, 2.5x faster), for
 large ``nn.relu_backward`` (one pass over the threads, not a comparison and a product on one),
 for large ``nn.softmax`` (float32) and ``nn.softmax_backward`` along the last axis (rows over the
 threads: three passes where NumPy's code makes six, the exponential in a form the compiler
@@ -306,6 +307,28 @@ def scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: 
     return found is True
 
 
+def _tiles_2x2(win: Any) -> bool:
+    """Whether the pooling windows are 2x2 at stride 2 without padding (VGG's and ResNet's): the
+    dedicated kernels' case."""
+    return (
+        (win.kh, win.kw, *win.stride, *win.dilation) == (2, 2, 2, 2, 1, 1)
+        and not win.padded
+        and 2 * win.out_h <= win.h
+        and 2 * win.out_w <= win.w
+    )
+
+
+def max_pool2d(x: np.ndarray, win: Any) -> np.ndarray | None:
+    """Max-pool forward over 2x2 tiles (``win`` checked), one pass; ``None`` where the kernel does
+    not take it (another geometry, not float32/float64, not C-contiguous, empty)."""
+    if x.size == 0 or not _tiles_2x2(win) or not _takes(x, dtypes=_FLOATS) or kernels() is None:
+        return None
+    y = np.empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
+    planes = x.reshape(-1, win.h, win.w)
+    found = _run("max_pool2d_2x2", planes, y.reshape(-1, win.out_h, win.out_w))
+    return None if found is FAILED else y
+
+
 def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray | None:
     """Max-pool backward over the windows ``win`` (arguments already checked): each window's
     ``dy`` to its first maximum, in one pass; ``None`` where the kernels do not take it (not
@@ -314,12 +337,7 @@ def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray |
         return None
     planes = (win.n * win.c, win.h, win.w)
     dy3 = dy.reshape(-1, win.out_h, win.out_w)
-    if (
-        (win.kh, win.kw, *win.stride, *win.dilation) == (2, 2, 2, 2, 1, 1)
-        and not win.padded
-        and 2 * win.out_h <= win.h
-        and 2 * win.out_w <= win.w
-    ):
+    if _tiles_2x2(win):
         # the common VGG/ResNet pooling: windows tile the image, dx written once by the kernel
         dx = np.empty(x.shape, x.dtype)
         if win.h > 2 * win.out_h:

@@ -169,6 +169,28 @@ def max_pool2d_backward(dy, x, kh, kw, sh, sw, top, left, dx):  # type: ignore[n
                     dxp[r, c] += g[q]
 
 
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def max_pool2d_2x2(x, y):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """Max-pool forward for 2x2 windows at stride 2 without padding, on planes (``x`` ``(N*C, H,
+    W)``, ``y`` ``(N*C, OH, OW)``): one pass, each window's first maximum (``max`` keeps the
+    earlier of equal values: -0.0 before 0.0, as the reference). A row of windows whose sum is
+    NaN (one holds a NaN, or infinities of both signs) is redone by :func:`_window_max` (the
+    first NaN wins); a sum is cheaper than testing each value."""
+    for plane in prange(x.shape[0]):
+        xp, yp = x[plane], y[plane]
+        for p in range(y.shape[1]):
+            x0, x1, yr = xp[2 * p], xp[2 * p + 1], yp[p]
+            bad = 0.0
+            for q in range(y.shape[2]):
+                a, b, e, f = x0[2 * q], x0[2 * q + 1], x1[2 * q], x1[2 * q + 1]
+                bad += (a + b) + (e + f)
+                yr[q] = max(max(a, b), max(e, f))
+            if bad != bad:
+                for q in range(y.shape[2]):
+                    rr, cc = _window_max(xp, 2 * p, 2 * q, 2, 2)
+                    yr[q] = xp[rr, cc]
+
+
 @njit(inline="always")
 def _first_max_of_four(a, b, e, f):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
     """Which of ``a, b, e, f`` (a 2x2 window in row-major order) is the first equal to their
@@ -191,8 +213,8 @@ def max_pool2d_backward_2x2(dy, x, dx):  # type: ignore[no-untyped-def]  # noqa:
 
     Per pair of rows, one loop finds each window's first maximum (:func:`_first_max_of_four`)
     and a second writes the two rows of ``dx`` in order; both vectorise (2-3x faster than one
-    loop of selects). A row of windows holding a NaN or an infinity (``v - v`` is NaN) is redone
-    by :func:`_window_max`, the reference's rule: the first NaN wins."""
+    loop of selects). A row of windows whose sum is NaN (one holds a NaN, or infinities of both
+    signs) is redone by :func:`_window_max`, the reference's rule: the first NaN wins."""
     ow = dy.shape[2]
     for plane in prange(x.shape[0]):
         xp, dxp, g = x[plane], dx[plane], dy[plane]
@@ -203,7 +225,7 @@ def max_pool2d_backward_2x2(dy, x, dx):  # type: ignore[no-untyped-def]  # noqa:
             bad = 0.0
             for q in range(ow):
                 a, b, e, f = x0[2 * q], x0[2 * q + 1], x1[2 * q], x1[2 * q + 1]
-                bad += (a - a) + (b - b) + (e - e) + (f - f)
+                bad += (a + b) + (e + f)
                 first[q] = _first_max_of_four(a, b, e, f)
             for c in range(2 * ow):
                 k, gq = first[c >> 1], gp[c >> 1]

@@ -572,6 +572,9 @@ def max_pool2d(x: np.ndarray, kernel_size: Any, stride: Any = None, padding: Any
     """:func:`arraycore._nn.max_pool2d`, separable: max over rows, then over columns."""
     win = pool_window("max_pool2d", x.shape, kernel_size, stride, padding)
     _nn.check_float("max_pool2d", np.isdtype, x=x)
+    found = _numba.max_pool2d(x, win)
+    if found is not None:
+        return found
     return _separable(_padded(x, win, -np.inf), win, np.maximum)
 
 
