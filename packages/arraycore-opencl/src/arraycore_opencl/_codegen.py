@@ -824,6 +824,55 @@ __kernel void max_pool(const long n, __global const long* g, __global {t}* out,
     }}
 }}
 
+/* 2x2 windows at stride 2 without padding: the same rule unrolled, no bounds tests. */
+__kernel void max_pool_2x2(const long n, __global const long* g, __global {t}* out,
+                           __global const {t}* x, const long x_off, const long piece) {{
+    {_ROW_PIECE}
+    const long p = line % OH, bc = line / OH;
+    const long rs = g[16], xs = g[17];
+    __global const {t}* r0 = x + x_off + (bc / C) * g[14] + (bc % C) * g[15] + 2 * p * rs;
+    for (long q = q0; q < q1; ++q) {{
+        __global const {t}* w = r0 + 2 * q * xs;
+        const {ct} a = ({ct})w[0], b = ({ct})w[xs], e = ({ct})w[rs], f = ({ct})w[rs + xs];
+        {ct} m = a;
+        m = (b > m || isnan(b)) ? b : m;
+        m = (e > m || isnan(e)) ? e : m;
+        m = (f > m || isnan(f)) ? f : m;
+        out[line * OW + q] = ({t})m;
+    }}
+}}
+
+/* Its gradient: one work-item per ``piece`` windows of an output row writes all four pixels of
+   each (dy at the window's first maximum or first NaN, 0 elsewhere), so the output needs no
+   zero-filling but for an odd last row or column (the host's). */
+__kernel void max_pool_backward_2x2(const long n, __global const long* g, __global {t}* out,
+                                    __global const {t}* x, const long x_off,
+                                    __global const {t}* dy, const long dy_off,
+                                    const long piece) {{
+    {_ROW_PIECE}
+    const long p = line % OH, bc = line / OH;
+    const long rs = g[16], xs = g[17], dqs = g[21];
+    __global const {t}* r0 = x + x_off + (bc / C) * g[14] + (bc % C) * g[15] + 2 * p * rs;
+    __global const {t}* d = dy + dy_off + (bc / C) * g[18] + (bc % C) * g[19] + p * g[20];
+    __global {t}* o0 = out + (bc * H + 2 * p) * W;
+    __global {t}* o1 = o0 + W;
+    const {t} zero = ({t})0;
+    for (long q = q0; q < q1; ++q) {{
+        __global const {t}* w = r0 + 2 * q * xs;
+        const {ct} a = ({ct})w[0], b = ({ct})w[xs], e = ({ct})w[rs], f = ({ct})w[rs + xs];
+        const {ct} m = fmax(fmax(a, b), fmax(e, f));  /* NaN only if all four are */
+        const int at_a = a == m, by_b = at_a || b == m, by_e = by_b || e == m;
+        int k = 3 - by_e - by_b - at_a;
+        if (isnan(a + b + e + f))  /* a NaN (or infinities of both signs): the first NaN wins */
+            k = isnan(a) ? 0 : isnan(b) ? 1 : isnan(e) ? 2 : isnan(f) ? 3 : k;
+        const {t} gq = d[q * dqs];
+        o0[2 * q] = k == 0 ? gq : zero;
+        o0[2 * q + 1] = k == 1 ? gq : zero;
+        o1[2 * q] = k == 2 ? gq : zero;
+        o1[2 * q + 1] = k == 3 ? gq : zero;
+    }}
+}}
+
 /* The first pixel (row-major) of window (p, q) equal to its maximum, or its first NaN. */
 static long window_winner(__global const {t}* x, const long base, __global const long* g,
                           const long p, const long q) {{

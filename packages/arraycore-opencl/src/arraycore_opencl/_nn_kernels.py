@@ -131,13 +131,20 @@ class OpenCLKernels(KernelHost):
         """Max pooling read in place from a strided ``x`` (KernelHost hook)."""
         out = self._empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
         piece, items = self._along_rows(win.out_w, win.n * win.c * win.out_h)
-        return self._nn_launch("max_pool", win, out, x, items=items, piece=piece)
+        name = "max_pool_2x2" if win.tiles_2x2 else "max_pool"
+        return self._nn_launch(name, win, out, x, items=items, piece=piece)
 
     def max_pool_backward(self, dy: OpenCLArray, x: OpenCLArray, win: Window2d) -> OpenCLArray:
         """Its gradient, reading strided ``x`` and ``dy`` in place (KernelHost hook): one
         work-item per window where windows do not overlap, else one per pixel gathering from
         the windows that hold it."""
         shape = (win.n, win.c, win.h, win.w)
+        if win.tiles_2x2:  # every pixel under a window written: zero only what none covers
+            whole = (win.h, win.w) == (2 * win.out_h, 2 * win.out_w)
+            out = self._empty(shape, dy.dtype) if whole else self.full(shape, 0, dy.dtype)
+            piece, items = self._along_rows(win.out_w, win.n * win.c * win.out_h)
+            name = "max_pool_backward_2x2"
+            return self._nn_launch(name, win, out, x, dy, items=items, piece=piece)
         if win.stride[0] >= win.kh and win.stride[1] >= win.kw:
             out = self.full(shape, 0, dy.dtype)
             piece, items = self._along_rows(win.out_w, win.n * win.c * win.out_h)

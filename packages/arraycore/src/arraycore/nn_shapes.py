@@ -417,6 +417,18 @@ class Window2d:
     def padded(self) -> bool:
         return any(self.pads[0] + self.pads[1])
 
+    @property
+    def tiles_2x2(self) -> bool:
+        """Whether these are 2x2 windows at stride 2 without padding or dilation (VGG's and
+        ResNet's pooling), which backends may give kernels of their own: no window overlaps
+        another or leaves the image; an odd last row or column is in none."""
+        return (
+            (self.kh, self.kw, *self.stride, *self.dilation) == (2, 2, 2, 2, 1, 1)
+            and not self.padded
+            and 2 * self.out_h <= self.h
+            and 2 * self.out_w <= self.w
+        )
+
     def window_slices(self, i: int, j: int) -> tuple[slice, slice]:
         """The (rows, cols) basic slices of the padded image that kernel position (i, j) reads."""
         (sh, sw), (dh, dw) = self.stride, self.dilation

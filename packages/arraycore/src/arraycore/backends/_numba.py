@@ -307,21 +307,10 @@ def scatter_add(out: np.ndarray, indices: np.ndarray, values: np.ndarray, axis: 
     return found is True
 
 
-def _tiles_2x2(win: Any) -> bool:
-    """Whether the pooling windows are 2x2 at stride 2 without padding (VGG's and ResNet's): the
-    dedicated kernels' case."""
-    return (
-        (win.kh, win.kw, *win.stride, *win.dilation) == (2, 2, 2, 2, 1, 1)
-        and not win.padded
-        and 2 * win.out_h <= win.h
-        and 2 * win.out_w <= win.w
-    )
-
-
 def max_pool2d(x: np.ndarray, win: Any) -> np.ndarray | None:
     """Max-pool forward over 2x2 tiles (``win`` checked), one pass; ``None`` where the kernel does
     not take it (another geometry, not float32/float64, not C-contiguous, empty)."""
-    if x.size == 0 or not _tiles_2x2(win) or not _takes(x, dtypes=_FLOATS) or kernels() is None:
+    if x.size == 0 or not win.tiles_2x2 or not _takes(x, dtypes=_FLOATS) or kernels() is None:
         return None
     y = np.empty((win.n, win.c, win.out_h, win.out_w), x.dtype)
     planes = x.reshape(-1, win.h, win.w)
@@ -337,7 +326,7 @@ def max_pool2d_backward(dy: np.ndarray, x: np.ndarray, win: Any) -> np.ndarray |
         return None
     planes = (win.n * win.c, win.h, win.w)
     dy3 = dy.reshape(-1, win.out_h, win.out_w)
-    if _tiles_2x2(win):
+    if win.tiles_2x2:
         # the common VGG/ResNet pooling: windows tile the image, dx written once by the kernel
         dx = np.empty(x.shape, x.dtype)
         if win.h > 2 * win.out_h:

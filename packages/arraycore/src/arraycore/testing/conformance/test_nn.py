@@ -355,6 +355,30 @@ def test_max_pool2d_nan_and_all_inf_windows(xp: Any, dtype_name: str) -> None:
 
 
 @pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (2, 3, 7, 9), (1, 2, 6, 75)], ids=str)
+def test_max_pool2d_2x2_tiles(xp: Any, dtype_name: str, shape: tuple[int, ...]) -> None:
+    """2x2 windows at stride 2 (VGG's and ResNet's pooling, which backends give kernels of their
+    own): ties go to the first maximum, NaN wins wherever it is in the window, infinities of
+    both signs and all -inf windows, an odd last row and column (in no window: zero gradient),
+    rows of windows longer than a vector."""
+    dtype = _dtype(xp, dtype_name)
+    rng = np.random.default_rng(sum(shape))
+    x_np = rng.integers(-2, 3, shape).astype(dtype)
+    flat = x_np.reshape(-1)
+    picks = rng.choice(flat.size, 12, replace=False)
+    flat[picks] = [np.nan, np.nan, np.nan, np.inf, np.inf, -np.inf, -np.inf] + [np.nan] * 5
+    x_np[0, 0, 2:4, 2:4] = -np.inf
+    x_np[0, 1, 0, 0:2] = [np.inf, -np.inf]
+    x = xp.asarray(x_np)
+    geometry = ((2, 2), (2, 2), ((0, 0), (0, 0)))
+    y = xp.nn.max_pool2d(x, 2)
+    assert_close(y, ref.max_pool2d(x_np, *geometry).astype(dtype))
+    dy_np = _random(7, tuple(y.shape), dtype)
+    dx = xp.nn.max_pool2d_backward(xp.asarray(dy_np), x, 2)
+    assert_close(dx, ref.max_pool2d_backward(dy_np, x_np, *geometry).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
 @SETTINGS
 @given(case=pool_cases(), count_include_pad=st.booleans())
 def test_avg_pool2d_matches_brute_force_and_adjoint(
