@@ -179,6 +179,36 @@ def test_scatter_add_leaves_what_it_does_not_take_to_numpy(kernels) -> None:
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(
+    ("shape", "axis"), [((8, 16, 24, 24), 1), ((300, 200), 1), ((64, 10, 80), 2)], ids=str
+)
+def test_bias_relu_kernels_match_numpy(kernels, dtype, shape, axis):
+    """The kernels take large arrays (images by channel, rows of a dense layer in blocks): the
+    forward and ``dx`` to the bit of NumPy's ``maximum(x + b, 0)`` and ``dy * (y > 0)``, in
+    place too; ``dbias`` to rounding (float64 sums per channel, per block of rows)."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=shape).astype(dtype)
+    b = rng.normal(size=shape[axis]).astype(dtype)
+    along = [1] * len(shape)
+    along[axis] = shape[axis]
+    want = np.maximum(x + b.reshape(along), 0.0)
+    y = kernels.bias_relu(x, b, axis, np.empty_like(x))
+    assert y is not None  # the kernel took it
+    np.testing.assert_array_equal(y, want)
+    inplace = x.copy()
+    assert kernels.bias_relu(inplace, b, axis, inplace) is inplace
+    np.testing.assert_array_equal(inplace, want)
+    dy = rng.normal(size=shape).astype(dtype)
+    got = kernels.bias_relu_backward(dy, y, axis)
+    assert got is not None
+    dx, db = got
+    np.testing.assert_array_equal(dx, dy * (want > 0))
+    others = tuple(a for a in range(len(shape)) if a != axis)
+    np.testing.assert_allclose(db, dx.astype(np.float64).sum(axis=others), rtol=1e-4, atol=1e-3)
+    assert kernels.bias_relu(x[:2, :2], b[:2], 1, np.empty((2, 2), dtype)) is None  # small
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
     ("shape", "kernel", "stride", "pads"),
     [
         ((4, 3, 8, 8), (2, 2), (2, 2), ((0, 0), (0, 0))),  # 2x2 tiles: the dedicated kernel

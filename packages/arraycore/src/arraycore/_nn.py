@@ -60,6 +60,8 @@ __all__ = [
     "batch_norm_backward",
     "batch_norm_relu",
     "batch_norm_relu_backward",
+    "bias_relu",
+    "bias_relu_backward",
     "conv2d",
     "conv2d_backward_data",
     "conv2d_backward_filter",
@@ -509,6 +511,66 @@ def relu_backward(xp: Namespace, dy: Array, y: Array) -> Array:
     product."""
     check_relu_backward(xp, dy, y)
     return xp.multiply(dy, xp.astype(xp.greater(y, 0.0), dy.dtype))
+
+
+# -- bias and ReLU -------------------------------------------------------------------------------
+def bias_axis(op: str, axis: Any, ndim: int) -> int:
+    """``axis`` of an ``ndim``-dimensional array, counted from 0 (negative counts from the end)."""
+    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    if not -ndim <= int(axis) < ndim:
+        raise ValueError(f"{op}: axis {axis} is out of range for an array of {ndim} dimensions")
+    return int(axis) % ndim
+
+
+def check_bias_relu(isdtype: Any, x: Array, bias: Array, axis: Any, out: Array = None) -> int:
+    """The checks of :func:`bias_relu` (``bias`` 1-D with ``x.shape[axis]`` entries, one real
+    floating dtype, ``out`` where given of ``x``'s shape and dtype); returns ``axis`` counted
+    from 0."""
+    op = "bias_relu"
+    check_float(op, isdtype, x=x, bias=bias, **({} if out is None else {"out": out}))
+    if out is not None and tuple(out.shape) != tuple(x.shape):
+        raise ValueError(f"{op}: out has shape {tuple(out.shape)}, x has {tuple(x.shape)}")
+    ax = bias_axis(op, axis, len(x.shape))
+    if tuple(bias.shape) != (x.shape[ax],):
+        raise ValueError(
+            f"{op}: bias has shape {tuple(bias.shape)}, expected ({x.shape[ax]},) for x of shape "
+            f"{tuple(x.shape)} along axis {axis}"
+        )
+    return ax
+
+
+def check_bias_relu_backward(isdtype: Any, dy: Array, y: Array, axis: Any) -> int:
+    """The checks of :func:`bias_relu_backward`; returns ``axis`` counted from 0."""
+    op = "bias_relu_backward"
+    check_float(op, isdtype, dy=dy, y=y)
+    if tuple(dy.shape) != tuple(y.shape):
+        raise ValueError(f"{op}: shapes differ (dy {tuple(dy.shape)}, y {tuple(y.shape)})")
+    return bias_axis(op, axis, len(y.shape))
+
+
+def bias_relu(xp: Namespace, x: Array, bias: Array, axis: Any = 1) -> Array:
+    """``maximum(x + bias, 0)`` with the 1-D ``bias`` laid along ``axis`` of ``x`` (a layer's
+    bias and ReLU: the channels of NCHW images on axis 1, the units of ``(N, U)`` rows on the
+    last), ``maximum``'s rule (NaN stays NaN, ``-0.0`` becomes ``0.0``).
+
+    >>> import numpy as np
+    >>> bias_relu(np, np.array([[-1.0, 2.0], [3.0, -4.0]]), np.array([0.5, 1.0])).tolist()
+    [[0.0, 3.0], [3.5, 0.0]]
+    """
+    ax = check_bias_relu(xp, x, bias, axis)
+    shape = [1] * len(x.shape)
+    shape[ax] = int(x.shape[ax])
+    return xp.maximum(xp.add(x, xp.reshape(bias, tuple(shape))), 0.0)
+
+
+def bias_relu_backward(xp: Namespace, dy: Array, y: Array, axis: Any = 1) -> tuple[Array, Array]:
+    """``(dx, dbias)``: the gradients of :func:`bias_relu` from its output ``y``, ``dx =
+    relu_backward(dy, y)`` and ``dbias``, ``dx`` summed over every axis but ``axis``."""
+    ax = check_bias_relu_backward(xp, dy, y, axis)
+    dx = relu_backward(xp, dy, y)
+    others = tuple(a for a in range(len(y.shape)) if a != ax)
+    return dx, xp.sum(dx, axis=others)
 
 
 # -- softmax family -----------------------------------------------------------------------------

@@ -141,6 +141,29 @@ class NNNamespace(_SubNamespace):
         (``dy`` where the unit is on, 0 where it is off; NaN from a NaN or infinite ``dy`` there)."""
         return _nn.relu_backward(self._xp, dy, y)
 
+    def bias_relu(self, x: Array, bias: Array, *, axis: int = 1, out: Array | None = None) -> Array:
+        """``maximum(x + bias, 0)`` with the 1-D ``bias`` along ``axis`` of ``x`` (NaN stays
+        NaN), written into ``out`` where given (an array of ``x``'s shape and dtype, ``x``
+        itself allowed): a layer's bias and ReLU as one op (a convolution's channels on axis 1
+        of NCHW, an affine layer's units on the last axis of its rows), which a backend may run
+        as one pass (the NumPy backend does); elsewhere the sum and an in-place ``maximum``."""
+        xp = self._xp
+        ax = _nn.check_bias_relu(xp, x, bias, axis, out)
+        shape = [1] * len(x.shape)
+        shape[ax] = int(x.shape[ax])
+        b = xp.reshape(bias, tuple(shape))
+        y = xp.add(x, b) if out is None else xp.inplace.add(x, b, out=out)
+        return xp.inplace.maximum(y, 0.0, out=y)
+
+    def bias_relu_backward(self, dy: Array, y: Array, *, axis: int = 1) -> tuple[Array, Array]:
+        """``(dx, dbias)``: the gradients of :meth:`bias_relu` from its output ``y``, ``dx``
+        being :meth:`relu_backward` ``(dy, y)`` and ``dbias`` its sum over every axis but
+        ``axis`` (one pass on the NumPy backend)."""
+        ax = _nn.check_bias_relu_backward(self._xp, dy, y, axis)
+        dx = self.relu_backward(dy, y)
+        others = tuple(a for a in range(len(y.shape)) if a != ax)
+        return dx, self._xp.sum(dx, axis=others)
+
     def softmax(self, x: Array, axis: int = -1) -> Array:
         """Numerically stable softmax along ``axis``."""
         return _nn.softmax(self._xp, x, axis)

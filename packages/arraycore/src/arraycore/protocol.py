@@ -75,6 +75,15 @@ class NNFunctions(Protocol):
         inv_std: Array,
         y: Array,
     ) -> tuple[Array, Array, Array]: ...
+    def bias_relu(
+        self,
+        x: Array,
+        bias: Array,
+        *,
+        axis: int = 1,
+        out: Array | None = None,
+    ) -> Array: ...
+    def bias_relu_backward(self, dy: Array, y: Array, *, axis: int = 1) -> tuple[Array, Array]: ...
     def conv2d(
         self,
         x: Array,

@@ -190,3 +190,92 @@ def test_dense_frozen_and_float64_batch_norms_fuse_alike(
     rtol = 1e-5 if dtype == "float32" else 1e-12
     for got, want in zip(params + outputs, plain_params + plain_outputs, strict=True):
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+# -- bias and ReLU ---------------------------------------------------------------------------------
+def _lenet(monkeypatch: pytest.MonkeyPatch, fusion: bool, **kw: Any) -> tuple[Model, list[Any]]:
+    """A LeNet-like model, ``Conv2D(activation="relu")`` and ``Affine(activation="relu")`` layers
+    large enough to fuse, trained three steps: ``(model, [losses, plan op names, the frozen
+    bias or None])``.
+    ``bias_first`` writes the first layer's sum as ``b + conv`` by hand; ``freeze_bias`` holds
+    that bias fixed (its gradient is not asked for); ``dtype`` is the placeholders'."""
+    monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
+    dtype = kw.get("dtype", "float32")
+    x = ex.placeholder((None, 1, 14, 14), dtype, name="x")
+    y = ex.placeholder((None,), "int64", name="y")
+    conv = Conv2D(8, 3, use_bias=not kw.get("bias_first"), seed=1)
+    if kw.get("bias_first"):
+        bias = nnlayers.Parameter(np.linspace(-0.5, 0.5, 8).astype(dtype), name="b")
+        h = ex.relu(ex.reshape(bias, (1, 8, 1, 1)) + conv(x))
+    else:
+        conv.activation, conv._activation = "relu", ex.relu
+        h = conv(x)
+    h = Flatten()(Pool2D(2)(h))
+    out = Affine(3, seed=3)(Affine(600, activation="relu", seed=2)(h))
+    model = Model(ex.softmax_cross_entropy(out, y), inputs=[x, y], optimizer=SGD(0.1, momentum=0.9))
+    frozen = None
+    if kw.get("freeze_bias"):
+        frozen = next(p for p in model.params if p.name == "conv2d/bias").freeze()
+    rng = np.random.default_rng(4)
+    batches = [
+        (rng.standard_normal((64, 1, 14, 14)).astype(dtype), rng.integers(0, 3, 64))
+        for _ in range(3)
+    ]
+    losses = [float(_host(model.train_step(b)[0])) for b in batches]
+    ops = [op.name for op in model.graph.specialise(batch_size=64).ops if op is not None]
+    return model, [losses, ops, frozen]
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [{}, {"bias_first": True}, {"freeze_bias": True}, {"dtype": "float64"}],
+    ids=["layers", "bias-first", "frozen-bias", "float64"],
+)
+def test_bias_and_relu_run_as_one_op_and_train_as_before(
+    monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any]
+) -> None:
+    """A convolution's and an affine layer's bias and ReLU fuse (written either way round, with
+    or without the bias's gradient, float32 or float64), and the steps agree with the unfused
+    graph's: losses, weights and the evaluation's outputs."""
+    fused, (losses, ops, frozen) = _lenet(monkeypatch, True, **kw)
+    plain, (plain_losses, plain_ops, _) = _lenet(monkeypatch, False, **kw)
+    assert ops.count("bias_relu") == 2 and ops.count("relu_in_bias_relu") == 2
+    assert "relu" not in ops and plain_ops.count("relu") == 2 and "bias_relu" not in plain_ops
+    rtol = 1e-5 if kw.get("dtype", "float32") == "float32" else 1e-12
+    np.testing.assert_allclose(losses, plain_losses, rtol=rtol)
+    for p, q in zip(fused.params, plain.params, strict=True):
+        np.testing.assert_allclose(_host(p.value), _host(q.value), rtol=10 * rtol, atol=rtol)
+    if frozen is not None:
+        np.testing.assert_array_equal(_host(frozen.value), 0.0)  # zeros init, never updated
+
+
+def test_small_residual_and_shared_sums_are_not_fused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layer below ``BIAS_RELU_MIN_ITEMS`` keeps its two ops; so do the sum of two full
+    arrays (a residual block's) and a biased sum that something else reads too."""
+    from nnlayers.graph.fusion import BIAS_RELU_MIN_ITEMS
+
+    monkeypatch.setenv("NNLAYERS_FUSION", "1")
+    x = ex.placeholder((None, 600), name="x")
+    small = Affine(600, activation="relu", seed=1)(x)  # 600 * batch 32 < the threshold
+    assert 600 * 32 < BIAS_RELU_MIN_ITEMS <= 600 * 64
+    z = Affine(600, seed=2)(x)
+    residual = ex.relu(z + x)  # two full arrays
+    b = nnlayers.Parameter(np.zeros(600, np.float32), name="b")
+    shared = z + b
+    read_twice = ex.relu(shared) + shared * 0.5
+    graph = Graph(ex.sum(small) + ex.sum(residual) + ex.sum(read_twice))
+    names = [op.name for op in graph.specialise(batch_size=32).ops if op is not None]
+    assert "bias_relu" not in names
+    names = [op.name for op in graph.specialise(batch_size=64).ops if op is not None]
+    assert names.count("bias_relu") == 1  # the first layer's only, at batch 64
+
+
+def test_bias_relu_gradients_match_the_unfused_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    grads = []
+    for fusion in (True, False):
+        model, _ = _lenet(monkeypatch, fusion)
+        rng = np.random.default_rng(5)
+        batch = (rng.standard_normal((64, 1, 14, 14)).astype(np.float32), rng.integers(0, 3, 64))
+        grads.append([_host(g) for g in model.gradients(*batch).values()])
+    for g, w in zip(*grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * float(np.abs(w).max()))

@@ -28,6 +28,7 @@ force (``OMP_NUM_THREADS``, :func:`arraycore.set_threads`), capped at ``NUMBA_NU
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from typing import Any
@@ -164,6 +165,50 @@ def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray | None:
     if _run("relu_backward", dy.reshape(-1), y.reshape(-1), out.reshape(-1)) is FAILED:
         return None
     return out
+
+
+def _around(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
+    """``shape`` as ``(before, along, after)`` about ``axis``: the ``(M, C, P)`` of the
+    per-channel kernels."""
+    return math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1 :])
+
+
+def bias_relu(x: np.ndarray, bias: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray | None:
+    """``maximum(x + bias, 0)`` with ``bias`` along ``axis`` (checked, counted from 0) into
+    ``out`` (``x`` itself allowed) in one pass over the threads; ``None`` where the kernel does
+    not take the operands (small, other dtypes or layouts)."""
+    if x.size < PARALLEL_MIN or not _takes(x, bias, out, dtypes=_FLOATS) or kernels() is None:
+        return None
+    x3 = x.reshape(_around(x.shape, axis))
+    if _run("bias_relu", x3, bias, out.reshape(x3.shape)) is FAILED:
+        return None
+    return out
+
+
+def bias_relu_backward(
+    dy: np.ndarray, y: np.ndarray, axis: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(dy * (y > 0), its sum over every axis but axis)`` in one pass over the threads (the
+    channels of images; blocks of rows with partial sums for a dense layer's rows), or ``None``
+    where the kernel does not take the operands."""
+    if dy.size < PARALLEL_MIN or not _takes(dy, y, dtypes=_FLOATS) or kernels() is None:
+        return None
+    dx = np.empty_like(dy)
+    m, c, p = _around(y.shape, axis)
+    if p > 1:
+        dbias = np.empty(c, y.dtype)
+        shape = (m, c, p)
+        found = _run(
+            "bias_relu_backward", dy.reshape(shape), y.reshape(shape), dx.reshape(shape), dbias
+        )
+    else:
+        partial = np.zeros((max(1, min(m, _openmp.max_threads() or 1)), c), y.dtype)
+        rows = (m, c)
+        found = _run(
+            "bias_relu_backward_rows", dy.reshape(rows), y.reshape(rows), dx.reshape(rows), partial
+        )
+        dbias = partial.sum(axis=0)
+    return None if found is FAILED else (dx, dbias)
 
 
 #: Items of a row block in :func:`softmax` (a block's three passes stay in the core's cache).

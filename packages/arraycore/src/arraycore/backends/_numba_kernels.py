@@ -61,6 +61,67 @@ def batch_norm(x, gamma, beta, eps, relu, y, mean, inv_std):  # type: ignore[no-
 
 
 @njit(parallel=True, fastmath=_FLAGS, cache=True)
+def bias_relu(x, bias, y):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """``y = maximum(x + bias, 0)`` for ``x`` ``(M, C, P)`` and ``bias`` ``(C,)`` (``maximum``'s
+    rule: NaN stays NaN, ``-0.0`` becomes ``0.0``), one pass, the ``M`` blocks over the threads;
+    ``P == 1`` (the rows of a dense layer) runs along ``C``, so that the loop vectorises."""
+    m, c, p = x.shape
+    zero = y.dtype.type(0)
+    for i in prange(m):
+        if p == 1:
+            for ch in range(c):
+                v = x[i, ch, 0] + bias[ch]
+                y[i, ch, 0] = zero if v <= zero else v
+        else:
+            for ch in range(c):
+                b = bias[ch]
+                for j in range(p):
+                    v = x[i, ch, j] + b
+                    y[i, ch, j] = zero if v <= zero else v
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def bias_relu_backward(dy, y, dx, dbias):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """The gradients of :func:`bias_relu` from its output ``y`` (``(M, C, P)``): ``dx = dy * (y >
+    0)`` (``relu_backward``'s product, the same bits: a NaN or infinite ``dy`` where the unit is
+    off gives NaN) and ``dbias[c]``, the sum of ``dx[:, c, :]`` in float64, in one pass,
+    channels over the threads."""
+    m, c, p = y.shape
+    zero = dx.dtype.type(0)
+    for ch in prange(c):
+        total = 0.0
+        for i in range(m):
+            for j in range(p):
+                g = dy[i, ch, j]
+                if not y[i, ch, j] > zero:
+                    g = g * zero
+                dx[i, ch, j] = g
+                total += g
+        dbias[ch] = total
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
+def bias_relu_backward_rows(dy, y, dx, partial):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
+    """:func:`bias_relu_backward` for rows ``(M, C)`` (a dense layer's, the bias along ``C``):
+    the rows in ``B`` blocks over the threads, each adding its ``dx`` into its own row of
+    ``partial`` ``(B, C)`` (zeros, of ``dx``'s dtype: NumPy's sum along the rows adds them one
+    by one in that dtype too, and a float64 accumulator halves the vector width), which the
+    caller sums."""
+    m = y.shape[0]
+    blocks = partial.shape[0]
+    zero = dx.dtype.type(0)
+    for blk in prange(blocks):
+        acc = partial[blk]
+        for i in range(blk * m // blocks, (blk + 1) * m // blocks):
+            for ch in range(y.shape[1]):
+                g = dy[i, ch]
+                if not y[i, ch] > zero:
+                    g = g * zero
+                dx[i, ch] = g
+                acc[ch] += g
+
+
+@njit(parallel=True, fastmath=_FLAGS, cache=True)
 def batch_norm_backward(dy, x, gamma, mean, inv_std, relu, y, dx, dgamma, dbeta):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN201
     """The gradients of :func:`batch_norm`: per channel the two sums ``sum(g)`` (``dbeta``) and
     ``sum(g * (x - mean))`` (``dgamma / inv_std``), then

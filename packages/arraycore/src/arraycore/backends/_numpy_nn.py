@@ -71,6 +71,8 @@ __all__ = [
     "batch_norm_backward",
     "batch_norm_relu",
     "batch_norm_relu_backward",
+    "bias_relu",
+    "bias_relu_backward",
     "gelu",
     "gelu_backward",
     "relu_backward",
@@ -520,6 +522,74 @@ def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "tanh") -
 
 #: The dtypes :func:`relu_backward` checks inline (the rest go through the full check).
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _axis_of(a: np.ndarray, axis: Any) -> int | None:
+    """``axis`` of ``a`` counted from 0 where ``a`` is a float32/float64 ndarray and ``axis`` a
+    plain int in range (the common case, tested inline: a small layer's step pays little over
+    two calls), else ``None`` (the full checks then run)."""
+    dt = a.dtype
+    if type(a) is np.ndarray and (dt is _F32 or dt is _F64) and type(axis) is int:
+        ndim = a.ndim
+        if -ndim <= axis < ndim:
+            return axis % ndim
+    return None
+
+
+#: The axes a bias gradient sums over, by (ndim, bias axis).
+_OTHER_AXES: dict[tuple[int, int], tuple[int, ...]] = {}
+
+
+def _other_axes(ndim: int, axis: int) -> tuple[int, ...]:
+    key = (ndim, axis)
+    found = _OTHER_AXES.get(key)
+    if found is None:
+        found = _OTHER_AXES[key] = tuple(a for a in range(ndim) if a != axis)
+    return found
+
+
+def bias_relu(
+    x: np.ndarray, bias: np.ndarray, *, axis: int = 1, out: np.ndarray | None = None
+) -> np.ndarray:
+    """:func:`arraycore._nn.bias_relu`: one compiled pass over the OpenMP threads (numba) for
+    large float32/float64 arrays, else the sum and an in-place ``maximum``; into ``out`` where
+    given (``x`` itself allowed)."""
+    ax = _axis_of(x, axis)
+    if (
+        ax is None
+        or type(bias) is not np.ndarray
+        or bias.dtype is not x.dtype
+        or bias.shape != (x.shape[ax],)
+        or (out is not None and (type(out) is not np.ndarray or out.dtype is not x.dtype))
+        or (out is not None and out.shape != x.shape)
+    ):
+        ax = _nn.check_bias_relu(np.isdtype, x, bias, axis, out)
+    if x.size >= _numba.PARALLEL_MIN:
+        compiled = _numba.bias_relu(x, bias, ax, np.empty_like(x) if out is None else out)
+        if compiled is not None:
+            return compiled
+    b = bias if ax == x.ndim - 1 else bias.reshape((x.shape[ax],) + (1,) * (x.ndim - 1 - ax))
+    y: np.ndarray = np.add(x, b, out=out)
+    np.maximum(y, 0.0, out=y)
+    return y
+
+
+def bias_relu_backward(
+    dy: np.ndarray, y: np.ndarray, *, axis: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`arraycore._nn.bias_relu_backward`: one compiled pass (numba) for large
+    float32/float64 arrays, else :func:`relu_backward` and a sum."""
+    ax = _axis_of(y, axis)
+    if not (ax is not None and type(dy) is np.ndarray and dy.dtype is y.dtype):
+        ax = _nn.check_bias_relu_backward(np.isdtype, dy, y, axis)
+    elif dy.shape != y.shape:
+        _nn.check_bias_relu_backward(np.isdtype, dy, y, axis)  # raises
+    if dy.size >= _numba.PARALLEL_MIN:
+        compiled = _numba.bias_relu_backward(dy, y, ax)
+        if compiled is not None:
+            return compiled
+    dx = relu_backward(dy, y)
+    return dx, np.add.reduce(dx, axis=_other_axes(y.ndim, ax))
 
 
 def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray:

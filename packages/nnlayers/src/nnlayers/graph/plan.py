@@ -38,6 +38,7 @@ from arraycore import ArrayNamespace
 
 from ..expr.node import run_infer
 from ..expr.spec import Spec
+from ..ops.control import Alias
 from .analysis import Analysis
 from .fusion import fuse, fusion_enabled
 from .guard import check_specs_backward, check_specs_forward, guard_backward, guard_forward
@@ -83,7 +84,7 @@ class Plan:
             ops.append(op)
         self.specs = specs
         if not guard and fusion_enabled():
-            fuse(a, ops)  # after inference: the fused ops start from the inferred copies
+            fuse(a, ops, specs)  # after inference: the fused ops start from the inferred copies
         self.ops = ops
         # guarded or spec-checked steps run through a wrapper callable; otherwise a step names
         # the op's method, which the generated code calls itself
@@ -374,6 +375,10 @@ class Plan:
         lines = [f"def {name}(v, residuals=None):"]
         for fn, ins, out, residual, frees in steps:
             args = [f"v[{j}]" for j in ins]
+            if not callable(fn) and type(self.ops[out]) is Alias:  # a fused op's other half
+                lines.append(f"    v[{out}] = v[{ins[0]}]{self._label(out)}")
+                lines += [f"    v[{j}] = None" for j in frees]
+                continue
             if callable(fn):  # guarded or spec-checked
                 call = f"_{name}_{out}"
                 env[call] = fn
@@ -407,8 +412,8 @@ class Plan:
                 lines.append(f"    g[{out}] = None")
             output = f"v[{out}]" if keep else "None"
             args = f"dy, ({inputs}), {output}, r[{out}]"
-            if bwd is None:  # a slice's gradient, added into the slice (ADD_SLICE)
-                call = "(dy,)"
+            if bwd is None or (not callable(bwd) and type(self.ops[out]) is Alias):
+                call = "(dy,)"  # a slice's, added into the slice (ADD_SLICE), or an alias's
             elif callable(bwd):  # guarded or spec-checked
                 call = f"_backward_{out}({args})"
                 env[f"_backward_{out}"] = bwd

@@ -782,6 +782,60 @@ def test_batch_norm_relu_nan_and_negative_zero(xp: Any) -> None:
     assert (got[:, 0] == 0).all() and not np.signbit(got[:, 0]).any()
 
 
+# -- bias and ReLU ---------------------------------------------------------------------------------
+BIAS_RELU_CASES = [
+    ((2, 3, 4, 5), 1),  # a convolution's channels
+    ((6, 7), 1),  # an affine layer's units
+    ((2, 3, 8), -1),  # a sequence's features
+    ((5,), 0),
+    ((4, 16, 24, 24), 1),  # large: backends' kernels may take these
+    ((40, 1000), 1),
+    ((32, 16, 80), 2),
+]
+
+
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(("shape", "axis"), BIAS_RELU_CASES, ids=str)
+def test_bias_relu_matches_reference(
+    xp: Any, dtype_name: str, shape: tuple[int, ...], axis: int
+) -> None:
+    """``bias_relu`` is ``maximum(x + bias, 0)`` with the bias along ``axis`` (new, into another
+    array, or in place), NaN kept and no ``-0.0``; its backward is ``relu_backward``'s product
+    (to the bit) and that product's sum over the other axes."""
+    dtype = _dtype(xp, dtype_name)
+    ax = axis % len(shape)
+    x_np = _random(41, shape, dtype)
+    flat = x_np.reshape(-1)
+    flat[:4] = [np.nan, -0.0, 0.0, np.inf]
+    bias_np = _random(42, (shape[ax],), dtype)
+    bias_np[0] = -0.0  # x's -0.0 and 0.0 plus a -0.0 bias: exact zeros, one of them -0.0
+    along = [1] * len(shape)
+    along[ax] = shape[ax]
+    want = np.maximum(x_np + bias_np.reshape(along), 0.0)
+    x, bias = xp.asarray(x_np), xp.asarray(bias_np)
+    y = xp.nn.bias_relu(x, bias, axis=axis)
+    assert y.dtype == dtype and tuple(y.shape) == shape
+    got = to_host(y)
+    np.testing.assert_array_equal(got, want)
+    assert not np.signbit(got).any(), "bias_relu gave a negative value or -0.0"
+    np.testing.assert_array_equal(to_host(x), x_np)  # x untouched
+    out = xp.zeros(shape, dtype=dtype)
+    assert xp.nn.bias_relu(x, bias, axis=axis, out=out) is out
+    np.testing.assert_array_equal(to_host(out), want)
+    assert xp.nn.bias_relu(x, bias, axis=axis, out=x) is x  # in place
+    np.testing.assert_array_equal(to_host(x), want)
+    dy_np = _random(43, shape, dtype)
+    dy_np.reshape(-1)[3] = np.inf  # where the unit is on (x was an infinity): kept
+    dx, dbias = xp.nn.bias_relu_backward(xp.asarray(dy_np), y, axis=axis)
+    want_dx = dy_np * (want > 0)
+    np.testing.assert_array_equal(to_host(dx), want_dx)
+    others = tuple(a for a in range(len(shape)) if a != ax)
+    count = int(np.prod(shape)) // shape[ax]
+    assert dbias.dtype == dtype and tuple(dbias.shape) == (shape[ax],)
+    want_dbias = want_dx.astype(np.float64).sum(axis=others)
+    assert_close(dbias, want_dbias.astype(dtype), scale=count)
+
+
 # -- layer normalisation -----------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize(

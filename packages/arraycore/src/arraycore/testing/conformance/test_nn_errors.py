@@ -169,6 +169,49 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         r"batch_norm_relu_backward: y must have a real floating dtype, got int32",
     ),
     (
+        "bias_relu-bias",
+        lambda xp: xp.nn.bias_relu(_f32(xp, 2, 3, 4, 4), _f32(xp, 4)),
+        ValueError,
+        r"bias_relu: bias has shape \(4,\), expected \(3,\) for x of shape \(2, 3, 4, 4\) "
+        r"along axis 1",
+    ),
+    (
+        "bias_relu-axis",
+        lambda xp: xp.nn.bias_relu(_f32(xp, 2, 3), _f32(xp, 3), axis=2),
+        ValueError,
+        r"bias_relu: axis 2 is out of range for an array of 2 dimensions",
+    ),
+    (
+        "bias_relu-axis-type",
+        lambda xp: xp.nn.bias_relu(_f32(xp, 2, 3), _f32(xp, 3), axis=1.0),
+        TypeError,
+        r"bias_relu: axis must be an int, got 1.0",
+    ),
+    (
+        "bias_relu-dtypes",
+        lambda xp: xp.nn.bias_relu(_f32(xp, 2, 3), xp.zeros((3,), dtype=xp.float64)),
+        TypeError,
+        r"bias_relu: dtypes differ \(x float32, bias float64\)",
+    ),
+    (
+        "bias_relu-out",
+        lambda xp: xp.nn.bias_relu(_f32(xp, 2, 3), _f32(xp, 3), out=_f32(xp, 3, 2)),
+        ValueError,
+        r"bias_relu: out has shape \(3, 2\), x has \(2, 3\)",
+    ),
+    (
+        "bias_relu_backward-y",
+        lambda xp: xp.nn.bias_relu_backward(_f32(xp, 2, 3), _f32(xp, 3, 2)),
+        ValueError,
+        r"bias_relu_backward: shapes differ \(dy \(2, 3\), y \(3, 2\)\)",
+    ),
+    (
+        "bias_relu_backward-int",
+        lambda xp: xp.nn.bias_relu_backward(_f32(xp, 2, 3), xp.zeros((2, 3), dtype=xp.int32)),
+        TypeError,
+        r"bias_relu_backward: y must have a real floating dtype, got int32",
+    ),
+    (
         "one-hot-float-indices",
         lambda xp: xp.nn.one_hot(_f32(xp, 3), 4),
         TypeError,

@@ -38,6 +38,63 @@ class Add(Broadcasting):
         )
 
 
+class BiasRelu(Add):
+    """``relu(x + b)`` as one op, which a plan runs in place of an :class:`Add` whose only
+    reader is a ReLU and whose second operand (or first: ``full``) is a bias along one axis of
+    the other (:func:`nnlayers.graph.fusion.fuse`): the backend's ``xp.nn.bias_relu`` (into the
+    full operand where the plan lets it, as the add and the ReLU would have written) and
+    ``xp.nn.bias_relu_backward``, one pass each on the NumPy backend instead of two (the add's
+    and the ReLU's, the ReLU's gradient and the bias's sum). The ReLU's node becomes a
+    :class:`~nnlayers.ops.control.Alias` of this op's output."""
+
+    name = "bias_relu"
+    plan_only = True
+    keep_output = True  # the ReLU's gradient needs y > 0
+    fresh_grads = True
+    #: the operand of the sum's shape (0 or 1; the other is the bias), the bias's axis in it,
+    #: and the bias's own shape where it is not 1-D (``(1, C, 1, 1)``), else None
+    full: int
+    axis: int
+    shaped: tuple[Any, ...] | None
+
+    @classmethod
+    def replacing(cls, op: Add, full: int, axis: int) -> BiasRelu:
+        """This op with the inferred shapes of the plan's ``op``: input ``full`` has the
+        output's shape, the other one is a bias along ``axis`` of it."""
+        fused = cls.__new__(cls)
+        fused.__dict__.update(vars(op))
+        fused.full, fused.axis = full, axis
+        fused.inplace_inputs = (full,)  # type: ignore[misc,assignment]
+        bias_shape = op.in_shapes[1 - full]
+        fused.shaped = None if len(bias_shape) == 1 else bias_shape
+        return fused
+
+    def _operands(self, xp: ArrayNamespace, x1: Any, x2: Any) -> tuple[Any, Any]:
+        x, b = (x1, x2) if self.full == 0 else (x2, x1)
+        return x, b if self.shaped is None else xp.reshape(b, (x.shape[self.axis],))
+
+    def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
+        x, b = self._operands(xp, x1, x2)
+        return xp.nn.bias_relu(x, b, axis=self.axis)
+
+    def forward_inplace(self, xp: ArrayNamespace, k: int, x1: Any, x2: Any) -> Any:
+        x, b = self._operands(xp, x1, x2)
+        return xp.nn.bias_relu(x, b, axis=self.axis, out=x)
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        bias = 1 - self.full
+        if not needs[bias]:
+            grads = [xp.nn.relu_backward(dy, output), None]
+        else:
+            dx, db = xp.nn.bias_relu_backward(dy, output, axis=self.axis)
+            if self.shaped is not None:
+                db = xp.reshape(db, self.shaped)
+            grads = [dx if needs[self.full] else None, db]
+        return tuple(grads) if self.full == 0 else (grads[1], grads[0])
+
+
 class Subtract(Broadcasting):
     """``x1 - x2``."""
 
