@@ -205,6 +205,10 @@ def test_bias_relu_kernels_match_numpy(kernels, dtype, shape, axis):
     others = tuple(a for a in range(len(shape)) if a != axis)
     np.testing.assert_allclose(db, dx.astype(np.float64).sum(axis=others), rtol=1e-4, atol=1e-3)
     assert kernels.bias_relu(x[:2, :2], b[:2], 1, np.empty((2, 2), dtype)) is None  # small
+    base = np.zeros(x.size + 16, dtype)  # an out overlapping x, shifted: NumPy's (buffered)
+    assert (
+        kernels.bias_relu(base[: x.size].reshape(shape), b, axis, base[16:].reshape(shape)) is None
+    )
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -176,8 +176,11 @@ def _around(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
 def bias_relu(x: np.ndarray, bias: np.ndarray, axis: int, out: np.ndarray) -> np.ndarray | None:
     """``maximum(x + bias, 0)`` with ``bias`` along ``axis`` (checked, counted from 0) into
     ``out`` (``x`` itself allowed) in one pass over the threads; ``None`` where the kernel does
-    not take the operands (small, other dtypes or layouts)."""
+    not take the operands (small, other dtypes or layouts, an ``out`` overlapping ``x`` other
+    than as ``x`` itself or overlapping ``bias``: NumPy's ufuncs buffer those)."""
     if x.size < PARALLEL_MIN or not _takes(x, bias, out, dtypes=_FLOATS) or kernels() is None:
+        return None
+    if np.may_share_memory(out, bias) or (out is not x and np.may_share_memory(out, x)):
         return None
     x3 = x.reshape(_around(x.shape, axis))
     if _run("bias_relu", x3, bias, out.reshape(x3.shape)) is FAILED:
