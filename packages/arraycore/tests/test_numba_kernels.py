@@ -324,3 +324,15 @@ def test_switched_off_by_the_environment() -> None:
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "off (ARRAYCORE_NUMBA=0)"
+
+
+def test_bias_relu_rejects_mixed_dtypes():
+    """float32 images and a float64 bias: the error names the op and both dtypes (the NumPy
+    backend's inline checks send anything unusual to the full ones)."""
+    x = np.zeros((40, 1000), np.float32)
+    with pytest.raises(TypeError, match=r"bias_relu: dtypes differ \(x float32, bias float64\)"):
+        xp.nn.bias_relu(x, np.zeros(1000))
+    with pytest.raises(TypeError, match=r"dtypes differ \(x float32, bias float32, out float64\)"):
+        xp.nn.bias_relu(x, np.zeros(1000, np.float32), out=np.zeros((40, 1000)))
+    with pytest.raises(TypeError, match=r"bias_relu_backward: dtypes differ"):
+        xp.nn.bias_relu_backward(x, np.zeros((40, 1000)))
