@@ -32,6 +32,7 @@ function reads an array's values on the host (no synchronisation).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from types import ModuleType
@@ -514,13 +515,16 @@ def relu_backward(xp: Namespace, dy: Array, y: Array) -> Array:
 
 
 # -- bias and ReLU -------------------------------------------------------------------------------
-def bias_axis(op: str, axis: Any, ndim: int) -> int:
-    """``axis`` of an ``ndim``-dimensional array, counted from 0 (negative counts from the end)."""
-    if isinstance(axis, bool) or not isinstance(axis, int | np.integer):
-        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
-    if not -ndim <= int(axis) < ndim:
-        raise ValueError(f"{op}: axis {axis} is out of range for an array of {ndim} dimensions")
-    return int(axis) % ndim
+def bias_shape(x_shape: Sequence[int], axis: int) -> tuple[int, ...]:
+    """The shape a 1-D bias along ``axis`` (counted from 0) of an array of ``x_shape`` takes to
+    broadcast against it: ``(1, C, 1, 1)`` for NCHW's channels."""
+    return tuple(int(d) if a == axis else 1 for a, d in enumerate(x_shape))
+
+
+@functools.cache
+def other_axes(ndim: int, axis: int) -> tuple[int, ...]:
+    """The axes of an ``ndim``-dimensional array but ``axis``: those a bias's gradient sums."""
+    return tuple(a for a in range(ndim) if a != axis)
 
 
 def check_bias_relu(isdtype: Any, x: Array, bias: Array, axis: Any, out: Array = None) -> int:
@@ -531,7 +535,7 @@ def check_bias_relu(isdtype: Any, x: Array, bias: Array, axis: Any, out: Array =
     check_float(op, isdtype, x=x, bias=bias, **({} if out is None else {"out": out}))
     if out is not None and tuple(out.shape) != tuple(x.shape):
         raise ValueError(f"{op}: out has shape {tuple(out.shape)}, x has {tuple(x.shape)}")
-    ax = bias_axis(op, axis, len(x.shape))
+    (ax,) = axis_tuple(int_arg(axis, op, "axis"), len(x.shape), op)
     if tuple(bias.shape) != (x.shape[ax],):
         raise ValueError(
             f"{op}: bias has shape {tuple(bias.shape)}, expected ({x.shape[ax]},) for x of shape "
@@ -546,7 +550,8 @@ def check_bias_relu_backward(isdtype: Any, dy: Array, y: Array, axis: Any) -> in
     check_float(op, isdtype, dy=dy, y=y)
     if tuple(dy.shape) != tuple(y.shape):
         raise ValueError(f"{op}: shapes differ (dy {tuple(dy.shape)}, y {tuple(y.shape)})")
-    return bias_axis(op, axis, len(y.shape))
+    (ax,) = axis_tuple(int_arg(axis, op, "axis"), len(y.shape), op)
+    return ax
 
 
 def bias_relu(xp: Namespace, x: Array, bias: Array, axis: Any = 1) -> Array:
@@ -559,9 +564,7 @@ def bias_relu(xp: Namespace, x: Array, bias: Array, axis: Any = 1) -> Array:
     [[0.0, 3.0], [3.5, 0.0]]
     """
     ax = check_bias_relu(xp, x, bias, axis)
-    shape = [1] * len(x.shape)
-    shape[ax] = int(x.shape[ax])
-    return xp.maximum(xp.add(x, xp.reshape(bias, tuple(shape))), 0.0)
+    return xp.maximum(xp.add(x, xp.reshape(bias, bias_shape(x.shape, ax))), 0.0)
 
 
 def bias_relu_backward(xp: Namespace, dy: Array, y: Array, axis: Any = 1) -> tuple[Array, Array]:
@@ -569,8 +572,7 @@ def bias_relu_backward(xp: Namespace, dy: Array, y: Array, axis: Any = 1) -> tup
     relu_backward(dy, y)`` and ``dbias``, ``dx`` summed over every axis but ``axis``."""
     ax = check_bias_relu_backward(xp, dy, y, axis)
     dx = relu_backward(xp, dy, y)
-    others = tuple(a for a in range(len(y.shape)) if a != ax)
-    return dx, xp.sum(dx, axis=others)
+    return dx, xp.sum(dx, axis=other_axes(len(y.shape), ax))
 
 
 # -- softmax family -----------------------------------------------------------------------------

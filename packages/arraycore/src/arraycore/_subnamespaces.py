@@ -149,9 +149,7 @@ class NNNamespace(_SubNamespace):
         as one pass (the NumPy backend does); elsewhere the sum and an in-place ``maximum``."""
         xp = self._xp
         ax = _nn.check_bias_relu(xp, x, bias, axis, out)
-        shape = [1] * len(x.shape)
-        shape[ax] = int(x.shape[ax])
-        b = xp.reshape(bias, tuple(shape))
+        b = xp.reshape(bias, _nn.bias_shape(x.shape, ax))
         y = xp.add(x, b) if out is None else xp.inplace.add(x, b, out=out)
         return xp.inplace.maximum(y, 0.0, out=y)
 
@@ -161,8 +159,7 @@ class NNNamespace(_SubNamespace):
         ``axis`` (one pass on the NumPy backend)."""
         ax = _nn.check_bias_relu_backward(self._xp, dy, y, axis)
         dx = self.relu_backward(dy, y)
-        others = tuple(a for a in range(len(y.shape)) if a != ax)
-        return dx, self._xp.sum(dx, axis=others)
+        return dx, self._xp.sum(dx, axis=_nn.other_axes(len(y.shape), ax))
 
     def softmax(self, x: Array, axis: int = -1) -> Array:
         """Numerically stable softmax along ``axis``."""

@@ -536,18 +536,6 @@ def _axis_of(a: np.ndarray, axis: Any) -> int | None:
     return None
 
 
-#: The axes a bias gradient sums over, by (ndim, bias axis).
-_OTHER_AXES: dict[tuple[int, int], tuple[int, ...]] = {}
-
-
-def _other_axes(ndim: int, axis: int) -> tuple[int, ...]:
-    key = (ndim, axis)
-    found = _OTHER_AXES.get(key)
-    if found is None:
-        found = _OTHER_AXES[key] = tuple(a for a in range(ndim) if a != axis)
-    return found
-
-
 def bias_relu(
     x: np.ndarray, bias: np.ndarray, *, axis: int = 1, out: np.ndarray | None = None
 ) -> np.ndarray:
@@ -560,8 +548,10 @@ def bias_relu(
         or type(bias) is not np.ndarray
         or bias.dtype is not x.dtype
         or bias.shape != (x.shape[ax],)
-        or (out is not None and (type(out) is not np.ndarray or out.dtype is not x.dtype))
-        or (out is not None and out.shape != x.shape)
+        or (
+            out is not None
+            and (type(out) is not np.ndarray or out.dtype is not x.dtype or out.shape != x.shape)
+        )
     ):
         ax = _nn.check_bias_relu(np.isdtype, x, bias, axis, out)
     if x.size >= _numba.PARALLEL_MIN:
@@ -580,16 +570,14 @@ def bias_relu_backward(
     """:func:`arraycore._nn.bias_relu_backward`: one compiled pass (numba) for large
     float32/float64 arrays, else :func:`relu_backward` and a sum."""
     ax = _axis_of(y, axis)
-    if not (ax is not None and type(dy) is np.ndarray and dy.dtype is y.dtype):
+    if ax is None or type(dy) is not np.ndarray or dy.dtype is not y.dtype or dy.shape != y.shape:
         ax = _nn.check_bias_relu_backward(np.isdtype, dy, y, axis)
-    elif dy.shape != y.shape:
-        _nn.check_bias_relu_backward(np.isdtype, dy, y, axis)  # raises
     if dy.size >= _numba.PARALLEL_MIN:
         compiled = _numba.bias_relu_backward(dy, y, ax)
         if compiled is not None:
             return compiled
     dx = relu_backward(dy, y)
-    return dx, np.add.reduce(dx, axis=_other_axes(y.ndim, ax))
+    return dx, np.add.reduce(dx, axis=_nn.other_axes(y.ndim, ax))
 
 
 def relu_backward(dy: np.ndarray, y: np.ndarray) -> np.ndarray:

@@ -52,10 +52,11 @@ class BiasRelu(Add):
     keep_output = True  # the ReLU's gradient needs y > 0
     fresh_grads = True
     #: the operand of the sum's shape (0 or 1; the other is the bias), the bias's axis in it,
-    #: and the bias's own shape where it is not 1-D (``(1, C, 1, 1)``), else None
+    #: and, where the bias is not 1-D (``(1, C, 1, 1)``), its own shape and its 1-D one
     full: int
     axis: int
     shaped: tuple[Any, ...] | None
+    flat: tuple[int | None]  # known: the plan fuses only sums of known shape
 
     @classmethod
     def replacing(cls, op: Add, full: int, axis: int) -> BiasRelu:
@@ -67,11 +68,12 @@ class BiasRelu(Add):
         fused.inplace_inputs = (full,)  # type: ignore[misc,assignment]
         bias_shape = op.in_shapes[1 - full]
         fused.shaped = None if len(bias_shape) == 1 else bias_shape
+        fused.flat = (op.in_shapes[full][axis],)
         return fused
 
     def _operands(self, xp: ArrayNamespace, x1: Any, x2: Any) -> tuple[Any, Any]:
         x, b = (x1, x2) if self.full == 0 else (x2, x1)
-        return x, b if self.shaped is None else xp.reshape(b, (x.shape[self.axis],))
+        return x, b if self.shaped is None else xp.reshape(b, self.flat)
 
     def forward(self, xp: ArrayNamespace, x1: Any, x2: Any) -> Any:
         x, b = self._operands(xp, x1, x2)
