@@ -239,27 +239,29 @@ def softmax(x: np.ndarray) -> np.ndarray | None:
 def softmax_cross_entropy(
     logits: np.ndarray, labels: np.ndarray, scale: float
 ) -> tuple[Any, np.ndarray] | None:
-    """``(loss, dlogits)`` of a small C-contiguous float32 ``logits`` ``(..., D)`` (under
-    :data:`PARALLEL_MIN` items) against signed integer ``labels`` of its leading shape, in one
-    compiled call on this thread (NumPy's code: a dozen calls, each mostly overhead at this
-    size); ``None`` where the kernel does not take them: other arrays, a label outside
-    ``[0, D)``, a row whose max is not finite or that holds a NaN."""
-    if (
-        logits.size >= PARALLEL_MIN
-        or labels.dtype.kind != "i"
-        or not logits.flags.c_contiguous
-        or kernels() is None
-    ):
+    """``(loss, dlogits)`` of a C-contiguous float32 ``logits`` ``(..., D)`` against signed
+    integer ``labels`` of its leading shape in one compiled call: on this thread under
+    :data:`PARALLEL_MIN` items (NumPy's code: a dozen calls, each mostly overhead at this size),
+    in blocks of rows over the threads above (NumPy's: a dozen passes over memory); ``None``
+    where the kernel does not take them: other arrays, a label outside ``[0, D)``, a row whose
+    max is not finite or that holds a NaN."""
+    if labels.dtype.kind != "i" or not logits.flags.c_contiguous or kernels() is None:
         return None
     d = logits.shape[-1]
     grad = np.empty_like(logits)
     flat = labels.reshape(-1)
     rows = logits.reshape(-1, d)
     top, total = np.empty(rows.shape[0]), np.empty(rows.shape[0])
-    loss = _run(
-        "softmax_xent_small", rows, flat, float(scale), grad.reshape(-1, d), top, total,
-        serial=True,
-    )  # fmt: skip
+    scale = float(scale)
+    args = (rows, flat, scale, grad.reshape(-1, d), top, total)
+    if logits.size < PARALLEL_MIN:
+        loss = _run("softmax_xent_small", *args, serial=True)
+    else:
+        block = max(1, _SOFTMAX_BLOCK // d)
+        losses = np.empty(-(-rows.shape[0] // block))
+        loss = _run("softmax_xent_rows", *args, losses, block)
+        if loss is not FAILED:
+            loss = math.fsum(losses) * scale
     if loss is FAILED or loss != loss:  # NaN: a label out of range or a row it does not take
         return None
     return logits.dtype.type(loss), grad

@@ -933,10 +933,11 @@ _CLASSES: dict[tuple[int, np.dtype], np.ndarray] = {}
 
 # -- LSTM -----------------------------------------------------------------------------------------
 class _OneDNNLSTM(NamedTuple):
-    """``saved`` of an LSTM forward pass that oneDNN ran: its plan, workspace and states."""
+    """``saved`` of an LSTM forward pass that oneDNN ran: its plan, what the plan keeps for the
+    backward pass (workspace, time-major ``x`` and ``y``) and the states."""
 
     plan: Any
-    workspace: np.ndarray
+    kept: dict[str, np.ndarray]
     h0: np.ndarray
     c0: np.ndarray
     h_n: np.ndarray
@@ -960,8 +961,8 @@ def lstm(
     zeros = np.zeros((n, h), np.float32)
     h0_, c0_ = (zeros if s is None else np.ascontiguousarray(s) for s in (h0, c0))
     x_, w_, u_, b_ = (np.ascontiguousarray(a) for a in (x, w, u, b))
-    y, h_n, c_n, workspace = plan.forward(x_, w_, u_, b_, h0_, c0_)
-    return y, h_n, c_n, _OneDNNLSTM(plan, workspace, h0_, c0_, h_n, c_n)
+    y, h_n, c_n, kept = plan.forward(x_, w_, u_, b_, h0_, c0_)
+    return y, h_n, c_n, _OneDNNLSTM(plan, kept, h0_, c0_, h_n, c_n)
 
 
 def lstm_backward(
@@ -987,16 +988,14 @@ def lstm_backward(
 
     out = saved.plan.backward(
         {
-            "x": np.ascontiguousarray(x),
             "w": np.ascontiguousarray(w),
             "u": np.ascontiguousarray(u),
             "b": np.ascontiguousarray(b),
             "h0": saved.h0,
             "c0": saved.c0,
-            "y": np.ascontiguousarray(y),
             "hn": saved.h_n,
             "cn": saved.c_n,
-            "ws": saved.workspace,
+            **saved.kept,
             "dy": given(dy, (n, t, h)),
             "dhn": given(dh_n, (n, h)),
             "dcn": given(dc_n, (n, h)),

@@ -443,7 +443,7 @@ def test_softmax_family_extreme_values(xp: Any, dtype_name: str) -> None:
 
 
 @pytest.mark.parametrize("dtype_name", FLOATS)
-@pytest.mark.parametrize("shape", [(48, 5, 150), (8, 4, 64, 64)])
+@pytest.mark.parametrize("shape", [(48, 5, 150), (8, 4, 64, 64), (40, 1100)])
 def test_softmax_of_large_arrays_along_the_last_axis(
     xp: Any, dtype_name: str, shape: tuple[int, ...]
 ) -> None:
@@ -465,6 +465,7 @@ def test_softmax_of_large_arrays_along_the_last_axis(
         (0, slice(None), -np.inf),
         (3, 5, np.inf),
         (-1, -1, np.nan),
+        (4, 7, -np.nan),  # a NaN with its sign bit set
     ]
     for row, col, value in bad_entries:
         bad = x_np.copy()
@@ -569,6 +570,13 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
     cases.append((x, labels, 1 / 1024))
     x = (_random(16, (16, 40, 70), dtype) * 3).astype(dtype)
     cases.append((x, rng.integers(0, 70, (16, 40)).astype(np.int32), 0.25))
+    # rows longer than a kernel's partial sums (the NumPy backend's: 256 items), one row's
+    # classes all equal, one -inf off the label in the last partial
+    x = (_random(19, (48, 700), dtype) * 5).astype(dtype)
+    labels = rng.integers(0, 700, 48)
+    x[2] = 1.5
+    x[4, (labels[4] + 1) % 700 if labels[4] < 520 else 600] = -np.inf
+    cases.append((x, labels, 1 / 48))
     for x_np, labels, scale in cases:
         in_range = bool(((labels >= 0) & (labels < x_np.shape[-1])).all())
         with arraycore.checks(in_range):
@@ -593,12 +601,13 @@ def test_softmax_cross_entropy(xp: Any, dtype_name: str) -> None:
 
 
 def _cross_entropy_nan_rows(xp: Any, x_np: np.ndarray, labels: np.ndarray) -> None:
-    """A row with only -inf, one with a +inf, one with a NaN, each alone in ``x_np``: that row's
-    gradient and the loss are NaN, the other rows' gradients finite."""
+    """A row with only -inf, one with a +inf, one with a NaN (of either sign), each alone in
+    ``x_np``: that row's gradient and the loss are NaN, the other rows' gradients finite."""
     bad_entries: list[tuple[int, Any, float]] = [
         (3, slice(None), -np.inf),
         (7, 2, np.inf),
         (11, 5, np.nan),
+        (13, 9, -np.nan),  # a NaN with its sign bit set
     ]
     for row, col, value in bad_entries:
         bad = x_np.copy()
