@@ -279,3 +279,78 @@ def test_bias_relu_gradients_match_the_unfused_graph(monkeypatch: pytest.MonkeyP
         grads.append([_host(g) for g in model.gradients(*batch).values()])
     for g, w in zip(*grads, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6 * float(np.abs(w).max()))
+
+
+def _lstm_model(
+    monkeypatch: pytest.MonkeyPatch,
+    fusion: bool,
+    *,
+    read_cell: bool = False,
+    sequences: bool = True,
+) -> Model:
+    """embedding-free LSTM classifier: ``LSTM(8)`` over ``(N, 5, 3)``, an affine head per step
+    (or on the last step), softmax cross-entropy; ``read_cell`` adds the last cell state's sum
+    to the loss (then the layer's packed output has two readers and stays as it is)."""
+    from nnlayers.layers import LSTM
+
+    monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
+    x = ex.placeholder((None, 5, 3), name="x")
+    y = ex.placeholder((None, 5) if sequences else (None,), "int64", name="y")
+    rnn = LSTM(8, return_sequences=sequences, return_state=read_cell, seed=3)
+    out = rnn(x)
+    if read_cell:
+        out, (_h, c) = out
+    logits = Affine(4, seed=4)(out)
+    loss = ex.softmax_cross_entropy(ex.reshape(logits, (-1, 4)), ex.reshape(y, (-1,)))
+    if read_cell:
+        loss = loss + 0.1 * ex.sum(c * c)
+    return Model(loss, inputs=[x, y], optimizer=SGD(0.1, momentum=0.9))
+
+
+def _lstm_batches(sequences: bool) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(2)
+    return [
+        (
+            rng.standard_normal((6, 5, 3)).astype(np.float32),
+            rng.integers(0, 4, (6, 5) if sequences else 6),
+        )
+        for _ in range(3)
+    ]
+
+
+@pytest.mark.parametrize("sequences", [True, False], ids=["every-step", "last-step"])
+def test_an_lstm_read_by_its_hidden_states_alone_outputs_them(
+    monkeypatch: pytest.MonkeyPatch, sequences: bool
+) -> None:
+    """The layer's op gives the hidden states themselves (no packed array with the cell state),
+    and the steps, gradients and evaluation agree with the unfused graph's."""
+    runs = []
+    for fusion in (True, False):
+        model = _lstm_model(monkeypatch, fusion, sequences=sequences)
+        ops = _plan_ops(model)
+        batches = _lstm_batches(sequences)
+        grads = [_host(g) for g in model.gradients(*batches[0]).values()]
+        losses = [float(_host(model.train_step(b)[0])) for b in batches]
+        model.graph.eval()
+        out = _host(model.graph.forward({"x": batches[0][0], "y": batches[0][1]})[0])
+        runs.append((ops, grads, losses, [_host(p.value) for p in model.params], [out]))
+    (ops, *got_all), (plain_ops, *plain) = runs
+    assert ops.count("lstm_part_in_lstm") == 1 and "lstm_part" not in ops
+    assert plain_ops.count("lstm_part") == 1 and "lstm_part_in_lstm" not in plain_ops
+    for got, want in zip(got_all, plain, strict=True):
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-7)
+
+
+def test_an_lstm_whose_cell_state_is_read_keeps_its_packed_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    fused = _lstm_model(monkeypatch, True, read_cell=True)
+    ops = _plan_ops(fused)
+    assert ops.count("lstm_part") == 2 and "lstm_part_in_lstm" not in ops
+    batch = _lstm_batches(True)[0]
+    plain = _lstm_model(monkeypatch, False, read_cell=True)
+    for g, w in zip(
+        fused.gradients(*batch).values(), plain.gradients(*batch).values(), strict=True
+    ):
+        np.testing.assert_allclose(_host(g), _host(w), rtol=1e-6)

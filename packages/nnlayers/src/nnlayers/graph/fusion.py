@@ -17,6 +17,10 @@ is not a ``wrt`` node, whose gradient would be asked for before the ReLU):
   :data:`BIAS_RELU_MIN_ITEMS` items: ``Conv2D(..., activation="relu")`` (``conv2d(x, w) +
   b.reshape(1, -1, 1, 1)``) and ``Affine(..., activation="relu")`` (``x @ w + b``).
 
+- an LSTM layer read only by its hidden part (``LSTM(...)`` without ``return_state``) becomes
+  ``lstm`` with the hidden states ``(N, T, H)`` for output, as ``xp.nn.lstm`` gives them: no
+  packed array to copy them into, nor a packed gradient to copy them out of.
+
 Guarded plans (``check_finite``) are not fused, so that the guard names the op as written, and
 none are with ``NNLAYERS_FUSION=0`` in the environment when the plan is made (to compare).
 """
@@ -32,6 +36,7 @@ from ..ops.control import Alias
 from ..ops.math.activation import Relu
 from ..ops.math.arithmetic import Add, BiasRelu
 from ..ops.nn.normalization import BatchNorm, BatchNormRelu
+from ..ops.nn.recurrent import LSTMLayer, LSTMPart, LSTMSequence
 from .analysis import Analysis
 
 
@@ -82,6 +87,14 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> int:
     kept = set(a.outputs) | set(a.wrt)
     fused = 0
     for i, op in enumerate(ops):
+        if type(op) is LSTMPart and op.part == "hidden":
+            (j,) = a.inputs[i]
+            if type(ops[j]) is LSTMLayer and readers[j] == 1 and j not in kept:
+                ops[j] = LSTMSequence.replacing(ops[j])
+                ops[i] = Alias("lstm_part", "lstm")
+                specs[j] = specs[i]  # the fused op's output is the part's
+                fused += 1
+            continue
         if type(op) is not Relu:
             continue
         (j,) = a.inputs[i]
