@@ -90,9 +90,9 @@ def test_what_onednn_does_not_take_stays_with_numpy(onednn, monkeypatch) -> None
     calls = []
     real = onednn.MatmulPlan.__call__
 
-    def counted(self, a, b):
+    def counted(self, a, b, bias=None):
         calls.append(a.shape)
-        return real(self, a, b)
+        return real(self, a, b, bias)
 
     monkeypatch.setattr(onednn.MatmulPlan, "__call__", counted)
     rng = np.random.default_rng(3)
@@ -200,3 +200,35 @@ def test_products_reach_onednn_by_their_multiply_adds(monkeypatch, ashape, bshap
     np.testing.assert_allclose(xp.matmul(a, b), np.matmul(a, b), rtol=1e-6)
     large = _onednn.matmul_work(ashape, bshape) >= _onednn.MATMUL_MIN_WORK
     assert offered == ([(ashape, bshape)] if large else [])
+
+
+@pytest.mark.parametrize("left", LAYOUTS)
+def test_affine_adds_its_bias_inside_onednn_product(onednn, monkeypatch, left) -> None:
+    """``nn.affine`` of large float32 operands is one oneDNN product with its bias (any layout
+    of ``x`` oneDNN can describe; reversed rows stay with NumPy), equal to ``x @ w + bias``; a
+    bias that is not contiguous takes the product and an add instead, with the same values."""
+    calls = []
+    real = onednn.MatmulPlan.__call__
+
+    def counted(self, a, b, bias=None):
+        calls.append(bias is not None)
+        return real(self, a, b, bias)
+
+    monkeypatch.setattr(onednn.MatmulPlan, "__call__", counted)
+    rng = np.random.default_rng(4)
+    x, w, bias = LAYOUTS[left](_f32(rng, 96, 80)), _f32(rng, 80, 72), _f32(rng, 72)
+    want = x.astype(np.float64) @ w.astype(np.float64) + bias
+    got = xp.nn.affine(x, w, bias)
+    onednn_takes = left != "reversed rows"  # a negative stride
+    assert got.dtype == np.float32 and got.shape == (96, 72)
+    assert calls == ([True] if onednn_takes else [])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(80))
+    strided = np.repeat(bias, 2)[::2]
+    calls.clear()
+    got = xp.nn.affine(x, w, strided)
+    assert calls == ([False] if onednn_takes else [])  # the product alone, then NumPy's add
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.sqrt(80))
+    rows = _f32(rng, 4, 24, 80)  # a stack of rows: one 2-D product
+    got = xp.nn.affine(rows, w, bias)
+    assert got.shape == (4, 24, 72) and calls[-1] is True
+    np.testing.assert_allclose(got, rows.astype(np.float64) @ w + bias, rtol=1e-4, atol=1e-3)

@@ -55,6 +55,7 @@ Array = Any
 Namespace = ArrayNamespace | ModuleType
 
 __all__ = [
+    "affine",
     "avg_pool2d",
     "avg_pool2d_backward",
     "batch_norm",
@@ -525,6 +526,35 @@ def bias_shape(x_shape: Sequence[int], axis: int) -> tuple[int, ...]:
 def other_axes(ndim: int, axis: int) -> tuple[int, ...]:
     """The axes of an ``ndim``-dimensional array but ``axis``: those a bias's gradient sums."""
     return tuple(a for a in range(ndim) if a != axis)
+
+
+def check_affine(isdtype: Any, x: Array, w: Array, bias: Array) -> None:
+    """The checks of :func:`affine`: ``x (..., K)`` of one or more dimensions, ``w (K, N)``,
+    ``bias (N,)``, one real floating dtype."""
+    op = "affine"
+    check_float(op, isdtype, x=x, w=w, bias=bias)
+    xs, ws, bs = tuple(x.shape), tuple(w.shape), tuple(bias.shape)
+    if len(xs) == 0 or len(ws) != 2 or xs[-1] != ws[0]:
+        raise ValueError(
+            f"{op}: needs x (..., K) and w (K, N), got x of shape {xs} and w of shape {ws}"
+        )
+    if bs != ws[1:]:
+        raise ValueError(f"{op}: bias has shape {bs}, expected ({ws[1]},) for w of shape {ws}")
+
+
+def affine(xp: Namespace, x: Array, w: Array, bias: Array) -> Array:
+    """``x @ w + bias``: a dense layer's product and bias (``w (K, N)``, in then out, as
+    ``x @ w`` reads; PyTorch's ``F.linear`` takes the transpose), the rows of ``x (..., K)``
+    each mapped to ``N`` values.
+
+    >>> import numpy as np
+    >>> affine(
+    ...     np, np.array([[1.0, 2.0]]), np.array([[1.0, 0.0], [0.5, 1.0]]), np.array([0.0, -1.0])
+    ... ).tolist()
+    [[2.0, 1.0]]
+    """
+    check_affine(xp, x, w, bias)
+    return xp.add(xp.matmul(x, w), bias)
 
 
 def check_bias_relu(isdtype: Any, x: Array, bias: Array, axis: Any, out: Array = None) -> int:

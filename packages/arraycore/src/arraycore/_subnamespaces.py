@@ -141,6 +141,16 @@ class NNNamespace(_SubNamespace):
         (``dy`` where the unit is on, 0 where it is off; NaN from a NaN or infinite ``dy`` there)."""
         return _nn.relu_backward(self._xp, dy, y)
 
+    def affine(self, x: Array, w: Array, bias: Array) -> Array:
+        """``x @ w + bias`` for ``x (..., K)``, ``w (K, N)``, ``bias (N,)`` of one real floating
+        dtype: a dense layer's product and bias as one op, which a backend may run as one call
+        (the NumPy backend hands large float32 ones to oneDNN's product with its bias); elsewhere
+        the product and an in-place add."""
+        xp = self._xp
+        _nn.check_affine(xp, x, w, bias)
+        y = xp.matmul(x, w)
+        return xp.inplace.add(y, bias, out=y)
+
     def bias_relu(self, x: Array, bias: Array, *, axis: int = 1, out: Array | None = None) -> Array:
         """``maximum(x + bias, 0)`` with the 1-D ``bias`` along ``axis`` of ``x`` (NaN stays
         NaN), written into ``out`` where given (an array of ``x``'s shape and dtype, ``x``

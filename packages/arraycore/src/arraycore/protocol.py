@@ -25,6 +25,7 @@ Key = tuple[Any, ...]
 class NNFunctions(Protocol):
     """``xp.nn``: neural-network kernels."""
 
+    def affine(self, x: Array, w: Array, bias: Array) -> Array: ...
     def avg_pool2d(
         self,
         x: Array,

@@ -354,3 +354,86 @@ def test_an_lstm_whose_cell_state_is_read_keeps_its_packed_output(
         fused.gradients(*batch).values(), plain.gradients(*batch).values(), strict=True
     ):
         np.testing.assert_allclose(_host(g), _host(w), rtol=1e-6)
+
+
+def _dense_graph(
+    monkeypatch: pytest.MonkeyPatch, fusion: bool, *, freeze: bool = False, rows: bool = False
+) -> tuple[Graph, list[Any], dict[str, np.ndarray]]:
+    """``sum(tanh(x @ w + b) ** 2)``-like loss over a dense layer without a ReLU (``rows``: a
+    sequence ``(N, T, D)`` through the same layer), an attention-style product with a bias
+    read first, as a second layer; ``freeze`` leaves the first layer's weight and the input
+    without gradients (the bias alone trains)."""
+    monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
+    shape = (None, 8, 40) if rows else (None, 40)
+    x = ex.placeholder(shape, name="x")
+    first = Affine(300, seed=1)
+    h = ex.tanh(first(x))
+    b2 = nnlayers.Parameter(np.linspace(-1, 1, 300).astype(np.float32), name="b2")
+    w2 = nnlayers.Parameter(
+        np.random.default_rng(2).standard_normal((300, 300)).astype(np.float32) * 0.1, name="w2"
+    )
+    z = b2 + h @ w2  # the bias first
+    loss = ex.sum(z * z)
+    if freeze:
+        first.params[0].freeze()
+        w2.freeze()
+    wrt = [p for p in [*first.params, b2, w2] if p.trainable]
+    feeds = {"x": np.random.default_rng(3).standard_normal((64, *shape[1:])).astype(np.float32)}
+    return Graph(loss, wrt=wrt), wrt, feeds
+
+
+@pytest.mark.parametrize(
+    "kw", [{}, {"rows": True}, {"freeze": True}], ids=["matrices", "rows", "bias-alone"]
+)
+def test_a_product_and_its_bias_run_as_one_op(
+    monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any]
+) -> None:
+    """A dense layer's ``x @ w + b`` (and ``b + h @ w``) without a ReLU runs as ``affine``; the
+    loss and every gradient (the bias's too, also where nothing else trains) agree with the
+    unfused graph's."""
+    results = []
+    for fusion in (True, False):
+        graph, wrt, feeds = _dense_graph(monkeypatch, fusion, **kw)
+        names = [op.name for op in graph.specialise(batch_size=64).ops if op is not None]
+        loss = float(_host(graph.forward(feeds)))
+        grads = graph.backward()
+        grads = list(grads.values()) if isinstance(grads, dict) else list(grads)
+        results.append((names, loss, [_host(g) for g in grads], len(wrt)))
+    (names, loss, grads, n), (plain_names, plain_loss, plain_grads, _) = results
+    assert names.count("affine") == 2 and names.count("add_in_affine") == 2
+    assert "add" not in names and plain_names.count("add") == 2 and "affine" not in plain_names
+    assert len(grads) == n == (2 if kw.get("freeze") else 4)  # frozen: the two biases
+    np.testing.assert_allclose(loss, plain_loss, rtol=1e-5)
+    for g, w in zip(grads, plain_grads, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5 * float(np.abs(w).max()))
+
+
+def test_small_shared_and_late_biases_keep_the_add(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below ``AFFINE_MIN_ITEMS`` the product and the add stay two ops; so do a product that is
+    read twice and a bias computed after the product."""
+    from nnlayers.graph.fusion import AFFINE_MIN_ITEMS
+
+    monkeypatch.setenv("NNLAYERS_FUSION", "1")
+    x = ex.placeholder((None, 64), name="x")
+    w = nnlayers.Parameter(np.ones((64, 300), np.float32), name="w")
+    b = nnlayers.Parameter(np.zeros(300, np.float32), name="b")
+    small = ex.sum(x @ w + b)
+    assert 300 * 32 < AFFINE_MIN_ITEMS <= 300 * 64
+    graph = Graph(small)
+    names = [op.name for op in graph.specialise(batch_size=32).ops if op is not None]
+    assert "affine" not in names
+    assert [op.name for op in graph.specialise(batch_size=64).ops if op].count("affine") == 1
+    z = x @ w
+    shared = ex.sum(z + b) + ex.sum(z)
+    graph = Graph(shared)
+    assert "affine" not in [op.name for op in graph.specialise(batch_size=64).ops if op]
+    late = ex.sum(x @ w + ex.exp(b))  # the bias is a node computed after the product
+    graph = Graph(late, wrt=[b])
+    plan = graph.specialise(batch_size=64)
+    order = [op.name for op in plan.ops if op is not None]
+    if order.index("exp") > order.index("matmul"):
+        assert "affine" not in order
+    feeds = {"x": np.ones((64, 64), np.float32)}
+    graph.forward(feeds)
+    (grad,) = list(graph.backward().values())
+    np.testing.assert_allclose(_host(grad), 64.0 * np.exp(0.0), rtol=1e-6)

@@ -427,7 +427,7 @@ def _block_max(x, first, last, top):  # type: ignore[no-untyped-def]  # noqa: AN
         for j in range(x.shape[1]):
             key = max(key, _ordered(bits[r, j]))
             nans += x[r, j] != x[r, j]
-        m = _float32_from_bits(_ordered(key))  # type: ignore[call-arg]
+        m = _float32_from_bits(_ordered(key))  # type: ignore[call-arg,var-annotated]
         top[r] = m if nans == 0 and math.isfinite(m) else np.nan
 
 
@@ -455,7 +455,7 @@ def _block_exp(x, first, last, top, out, total):  # type: ignore[no-untyped-def]
                     e = _exp_nonpositive(src[j] - m)
                     dst[j] = e
                     part += e
-                s += part
+                s += float(part)
         total[r] = s
 
 

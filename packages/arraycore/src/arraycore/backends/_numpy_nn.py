@@ -59,6 +59,7 @@ from .numpy import _matmul
 from .numpy import gemm as _mm
 
 __all__ = [
+    "affine",
     "conv2d",
     "conv2d_backward_data",
     "conv2d_backward_filter",
@@ -534,6 +535,34 @@ def _axis_of(a: np.ndarray, axis: Any) -> int | None:
         if -ndim <= axis < ndim:
             return axis % ndim
     return None
+
+
+def affine(x: np.ndarray, w: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """:func:`arraycore._nn.affine`: one oneDNN product with its bias for large float32 operands
+    (``x``'s rows as one 2-D product), else ``np.matmul`` and an in-place add."""
+    dt = x.dtype
+    if not (
+        type(x) is np.ndarray
+        and type(w) is np.ndarray
+        and type(bias) is np.ndarray
+        and (dt is _F32 or dt is _F64)
+        and w.dtype is dt
+        and bias.dtype is dt
+        and x.ndim
+        and w.ndim == 2
+        and x.shape[-1] == w.shape[0]
+        and bias.shape == w.shape[1:]
+    ):  # the common case checked inline, the rest by the reference's checks
+        _nn.check_affine(np.isdtype, x, w, bias)
+    if dt is _F32 and x.ndim >= 2 and x.size * w.shape[1] >= _onednn.MATMUL_MIN_WORK:
+        lead = x.shape[:-1]
+        rows = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])  # a view where x is contiguous
+        y = _onednn.matmul(rows, w, bias)
+        if y is not None:
+            return y if x.ndim == 2 else y.reshape(*lead, w.shape[1])
+    out: np.ndarray = _matmul(x, w)
+    np.add(out, bias, out=out)
+    return out
 
 
 def bias_relu(

@@ -484,32 +484,40 @@ def matmul_work(ashape: tuple[int, ...], bshape: tuple[int, ...]) -> int:
 
 class MatmulPlan(_Plan):
     """One float32 matrix product of given shapes and strides (any transposed or sliced 2-D
-    views, batch dimensions broadcast as NumPy does) into a new C-contiguous array."""
+    views, batch dimensions broadcast as NumPy does) into a new C-contiguous array, with a
+    contiguous bias of the output's last dimension added where the key says so."""
 
     def __init__(self, lib: _Library, key: tuple[Any, ...]) -> None:
         super().__init__(lib)
-        _threads, ashape, astrides, bshape, bstrides, self.yshape = key
+        _threads, ashape, astrides, bshape, bstrides, self.yshape, with_bias = key
         L = lib.lib  # noqa: N806
         mds = {
             "a": _md(lib, ashape, strides=astrides),
             "b": _md(lib, bshape, strides=bstrides),
             "y": _md(lib, self.yshape),
         }
+        if with_bias:
+            mds["bias"] = _md(lib, (1,) * (len(self.yshape) - 1) + self.yshape[-1:])
         pd = c_void_p()
         try:
             L.dnnl_matmul_primitive_desc_create(
-                byref(pd), lib.engine, mds["a"], mds["b"], None, mds["y"], None
+                byref(pd), lib.engine, mds["a"], mds["b"], mds.get("bias"), mds["y"], None
             )
             self.mem = {name: _Memory(lib, md) for name, md in mds.items()}
             args = [(_ARG_SRC, self.mem["a"]), (_ARG_WEIGHTS, self.mem["b"])]
+            if with_bias:
+                args.append((_ARG_BIAS, self.mem["bias"]))
             self.step = _Step(lib, pd, [*args, (_ARG_DST, self.mem["y"])])
         finally:
             for md in mds.values():
                 L.dnnl_memory_desc_destroy(md)
 
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def __call__(self, a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         y = np.empty(self.yshape, np.float32)
-        self._execute({"a": a, "b": b, "y": y}, (self.step,))
+        arrays = {"a": a, "b": b, "y": y}
+        if bias is not None:
+            arrays["bias"] = bias
+        self._execute(arrays, (self.step,))
         return y
 
 
@@ -532,8 +540,9 @@ _UNSEEN = object()
 _SEEN: dict[tuple[Any, ...], Any] = {}
 
 
-def _matmul_plan(a: np.ndarray, b: np.ndarray) -> MatmulPlan | None:
-    """The plan of ``a @ b`` (both float32, 2-4 dimensions, aligned), or ``None``."""
+def _matmul_plan(a: np.ndarray, b: np.ndarray, with_bias: bool) -> MatmulPlan | None:
+    """The plan of ``a @ b`` (both float32, 2-4 dimensions, aligned), plus a bias along the
+    last axis ``with_bias``, or ``None``."""
     m, n = a.shape[-2], b.shape[-1]
     ndim = max(a.ndim, b.ndim)
     ashape = (1,) * (ndim - a.ndim) + a.shape
@@ -550,15 +559,16 @@ def _matmul_plan(a: np.ndarray, b: np.ndarray) -> MatmulPlan | None:
         return None
     astrides = (1,) * (ndim - a.ndim) + astrides
     bstrides = (1,) * (ndim - b.ndim) + bstrides
-    key = (_threads_now(), ashape, astrides, bshape, bstrides, (*batch, m, n))
+    key = (_threads_now(), ashape, astrides, bshape, bstrides, (*batch, m, n), with_bias)
     return _plan(key, MatmulPlan)  # type: ignore[no-any-return]
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
-    """``a @ b`` for float32 arrays of 2 to 4 dimensions on oneDNN, or ``None`` where it does not
-    take it (then ``np.matmul`` runs): another dtype or rank, no library, ``ARRAYCORE_ONEDNN=0``,
-    a product smaller than :data:`MATMUL_MIN_WORK`, strides oneDNN cannot describe, or shapes
-    NumPy would refuse (its own error is the one the user sees)."""
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray | None:
+    """``a @ b`` (``+ bias``, a float32 array of the output's last dimension, where given) for
+    float32 arrays of 2 to 4 dimensions on oneDNN, or ``None`` where it does not take it (then
+    ``np.matmul`` runs): another dtype or rank, no library, ``ARRAYCORE_ONEDNN=0``, a product
+    smaller than :data:`MATMUL_MIN_WORK`, strides oneDNN cannot describe, a bias not
+    C-contiguous, or shapes NumPy would refuse (its own error is the one the user sees)."""
     # the common refusals first and cheaply: small products cost a few microseconds in all
     if getattr(a, "dtype", None) is not _F32_DTYPE or getattr(b, "dtype", None) is not _F32_DTYPE:
         return None
@@ -572,14 +582,22 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
         return None
     if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
         return None
+    with_bias = bias is not None
+    if with_bias and not (
+        type(bias) is np.ndarray
+        and bias.dtype is _F32_DTYPE
+        and bias.shape == bshape[-1:]
+        and bias.flags.c_contiguous
+    ):
+        return None
     # the layouts seen before map straight to their plan (a step repeats the same products)
-    seen = (_threads_now(), ashape, a.strides, bshape, b.strides)
+    seen = (_threads_now(), ashape, a.strides, bshape, b.strides, with_bias)
     plan = _SEEN.get(seen, _UNSEEN)
     if plan is _UNSEEN:
-        plan = _SEEN[seen] = _matmul_plan(a, b)
+        plan = _SEEN[seen] = _matmul_plan(a, b, with_bias)
         if len(_SEEN) > 4 * _MAX_PLANS:
             _SEEN.clear()
-    return None if plan is None else plan(a, b)
+    return None if plan is None else plan(a, b, bias)
 
 
 # -- max pooling ----------------------------------------------------------------------------------

@@ -17,6 +17,12 @@ is not a ``wrt`` node, whose gradient would be asked for before the ReLU):
   :data:`BIAS_RELU_MIN_ITEMS` items: ``Conv2D(..., activation="relu")`` (``conv2d(x, w) +
   b.reshape(1, -1, 1, 1)``) and ``Affine(..., activation="relu")`` (``x @ w + b``).
 
+- a matrix product of rows by one matrix (two matrices, or a stack of rows: ``(N, T, D) @ (D,
+  U)``), read only by the add of a bias along its last axis, becomes ``affine``
+  (``xp.nn.affine``: on the NumPy backend one oneDNN product with the bias, no pass over the
+  output to add it) where the output has at least :data:`AFFINE_MIN_ITEMS` items and no ReLU
+  fusion took the add: a dense layer's ``x @ w + b`` without a ReLU, an attention's projections.
+  The fused op reads the bias too, so the plan's copy of the analysis gives it that input.
 - an LSTM layer read only by its hidden part (``LSTM(...)`` without ``return_state``) becomes
   ``lstm`` with the hidden states ``(N, T, H)`` for output, as ``xp.nn.lstm`` gives them: no
   packed array to copy them into, nor a packed gradient to copy them out of.
@@ -27,6 +33,7 @@ none are with ``NNLAYERS_FUSION=0`` in the environment when the plan is made (to
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 from typing import Any
@@ -35,6 +42,7 @@ from ..expr.spec import Spec
 from ..ops.control import Alias
 from ..ops.math.activation import Relu
 from ..ops.math.arithmetic import Add, BiasRelu
+from ..ops.math.linalg import MatMul, MatMulBias
 from ..ops.nn.normalization import BatchNorm, BatchNormRelu
 from ..ops.nn.recurrent import LSTMLayer, LSTMPart, LSTMSequence
 from .analysis import Analysis
@@ -49,6 +57,11 @@ def fusion_enabled() -> bool:
 #: two bare calls on the NumPy backend, and on arrays this small the fused op's argument checks
 #: cost more than the pass over memory it saves (a 64-unit layer at batch 32: 3 us a step more).
 BIAS_RELU_MIN_ITEMS = 1 << 15
+
+
+#: Output items below which a product and its bias stay two ops (a bare product and an
+#: in-place add; the fused op's checks would cost more than the pass it saves).
+AFFINE_MIN_ITEMS = 1 << 14
 
 
 def bias_layout(specs: list[Spec]) -> tuple[int, int] | None:
@@ -76,9 +89,10 @@ def bias_layout(specs: list[Spec]) -> tuple[int, int] | None:
     return None
 
 
-def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> int:
+def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
     """Put fused ops in ``ops`` (the plan's op copies, by node; ``specs``, their inferred
-    outputs) where the graph allows; returns how many pairs were fused."""
+    outputs) where the graph allows; returns the analysis the plan compiles, ``analysis``
+    itself unless a fused op reads an input its node did not (then a copy that says so)."""
     a = analysis
     readers = [0] * len(ops)
     for ins in a.inputs:
@@ -111,4 +125,55 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> int:
                 ops[j] = BiasRelu.replacing(first, *layout)
                 ops[i] = Alias("relu", "bias_relu")
                 fused += 1
-    return fused
+    copy = None
+    for i, op in enumerate(ops):
+        found = _product_and_bias(a, ops, specs, readers, kept, i) if type(op) is Add else None
+        if found is None:
+            continue
+        j, k, m = found  # the product's node, the bias's node, the product's place in the add
+        if copy is None:
+            copy = dataclasses.replace(
+                a, inputs=list(a.inputs), needs=list(a.needs), on_path=list(a.on_path)
+            )
+        ops[j] = MatMulBias.replacing(ops[j], tuple(specs[k].shape))  # type: ignore[arg-type]
+        ops[i] = Alias("add", "affine")
+        copy.inputs[j] = (*a.inputs[j], k)
+        copy.inputs[i] = (j,)
+        if a.needs[i]:  # the add is on the loss's path: the fused op sends what it sent
+            bias_needs = a.needs[i][1 - m]
+            copy.needs[j] = (*(a.needs[j] or (False, False)), bias_needs)
+            copy.on_path[j] = a.on_path[j] or bias_needs
+            copy.needs[i] = (copy.on_path[j],)
+    return a if copy is None else copy
+
+
+def _product_and_bias(
+    a: Analysis, ops: list[Any], specs: list[Spec], readers: list[int], kept: set[int], i: int
+) -> tuple[int, int, int] | None:
+    """``(product, bias, place)``: the nodes of the add ``i``'s operands where one (at
+    ``place``) is a :class:`MatMul` of rows by one matrix that nothing else reads and the other a
+    bias along the sum's last axis available before the product runs (a source or an earlier
+    node), one floating dtype, the sum the product's shape and large enough; else ``None``."""
+    ins = a.inputs[i]
+    out = specs[i]
+    if len(ins) != 2 or ins[0] == ins[1] or not out.is_float:
+        return None
+    shape = out.shape
+    if not shape or any(not isinstance(d, int) for d in shape):
+        return None
+    if math.prod(shape) < AFFINE_MIN_ITEMS:  # type: ignore[arg-type]  # ints: tested above
+        return None
+    for m in (0, 1):
+        j, k = ins[m], ins[1 - m]
+        product = ops[j]
+        if type(product) is not MatMul or not (product.rows or product.plain):
+            continue
+        if readers[j] != 1 or j in kept or specs[j] != out or specs[k].dtype != out.dtype:
+            continue
+        bias = tuple(specs[k].shape)
+        if not bias or len(bias) > len(shape) or bias[-1] != shape[-1]:
+            continue
+        if any(d != 1 for d in bias[:-1]) or (ops[k] is not None and k > j):
+            continue
+        return j, k, m
+    return None

@@ -83,8 +83,10 @@ class Plan:
             specs.append(run_infer(op, node, [specs[j] for j in a.inputs[i]]))
             ops.append(op)
         self.specs = specs
+        self._graph_key = id(analysis)  # the profile's rows: the graph's nodes, fused or not
         if not guard and fusion_enabled():
-            fuse(a, ops, specs)  # after inference: the fused ops start from the inferred copies
+            # after inference: the fused ops start from the inferred copies
+            self.analysis = fuse(a, ops, specs)
         self.ops = ops
         # guarded or spec-checked steps run through a wrapper callable; otherwise a step names
         # the op's method, which the generated code calls itself
@@ -238,7 +240,7 @@ class Plan:
         shape = "x".join(str(d) for d in self.specs[i].shape) or "scalar"
         label = f"{node.describe()} #{i} ({shape})"
         kind = self._op_title(i)  # the plan's op: a fused one where the plan fused
-        return self.profile.wrap(fn, id(self.analysis), i, kind, label, phase, self.xp)
+        return self.profile.wrap(fn, self._graph_key, i, kind, label, phase, self.xp)
 
     def _fed_indices(self, i: int) -> int | None:
         """The placeholder slot whose values step ``i`` hands arraycore as indices (its op's

@@ -845,6 +845,39 @@ def test_bias_relu_matches_reference(
     assert_close(dbias, want_dbias.astype(dtype), scale=count)
 
 
+@pytest.mark.parametrize("dtype_name", FLOATS)
+@pytest.mark.parametrize(
+    ("xshape", "units"),
+    [((5, 3), 4), ((2, 6, 3), 4), ((3,), 4), ((0, 3), 2), ((2, 3, 4, 5), 6), ((256, 300), 128),
+     ((4, 64, 96), 72)],
+    ids=str,
+)  # fmt: skip
+def test_affine_matches_reference(
+    xp: Any, dtype_name: str, xshape: tuple[int, ...], units: int
+) -> None:
+    """``affine(x, w, bias)`` is ``x @ w + bias`` for ``x`` of one or more dimensions (the
+    large ones for a backend's own product with a bias), NaN and infinities propagated; the
+    operands are left as they were."""
+    dtype = _dtype(xp, dtype_name)
+    x_np = _random(51, xshape, dtype)
+    w_np = _random(52, (xshape[-1], units), dtype)
+    bias_np = _random(53, (units,), dtype)
+    if x_np.size:
+        x_np.reshape(-1, xshape[-1])[0, 0] = np.nan  # the first row's outputs: all NaN
+        bias_np[-1] = np.inf
+    want = x_np.astype(np.float64) @ w_np.astype(np.float64) + bias_np
+    x, w, bias = xp.asarray(x_np), xp.asarray(w_np), xp.asarray(bias_np)
+    y = xp.nn.affine(x, w, bias)
+    assert y.dtype == dtype and tuple(y.shape) == (*xshape[:-1], units)
+    got = to_host(y)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(got[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    assert_close(got[finite], want[finite].astype(dtype), scale=xshape[-1])
+    np.testing.assert_array_equal(to_host(x), x_np)
+    np.testing.assert_array_equal(to_host(bias), bias_np)
+
+
 # -- layer normalisation -----------------------------------------------------------------------------
 @pytest.mark.parametrize("dtype_name", FLOATS)
 @pytest.mark.parametrize(

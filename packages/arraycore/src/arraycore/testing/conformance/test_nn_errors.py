@@ -169,6 +169,32 @@ BAD_CALLS: list[tuple[str, Any, type[Exception], str]] = [
         r"batch_norm_relu_backward: y must have a real floating dtype, got int32",
     ),
     (
+        "affine-k",
+        lambda xp: xp.nn.affine(_f32(xp, 2, 3), _f32(xp, 4, 5), _f32(xp, 5)),
+        ValueError,
+        r"affine: needs x \(\.\.\., K\) and w \(K, N\), got x of shape \(2, 3\) and w of "
+        r"shape \(4, 5\)",
+    ),
+    (
+        "affine-w",
+        lambda xp: xp.nn.affine(_f32(xp, 2, 3), _f32(xp, 3), _f32(xp, 1)),
+        ValueError,
+        r"affine: needs x \(\.\.\., K\) and w \(K, N\), got x of shape \(2, 3\) and w of "
+        r"shape \(3,\)",
+    ),
+    (
+        "affine-bias",
+        lambda xp: xp.nn.affine(_f32(xp, 2, 3), _f32(xp, 3, 5), _f32(xp, 1, 5)),
+        ValueError,
+        r"affine: bias has shape \(1, 5\), expected \(5,\) for w of shape \(3, 5\)",
+    ),
+    (
+        "affine-int",
+        lambda xp: xp.nn.affine(_f32(xp, 2, 3), _f32(xp, 3, 5), xp.zeros((5,), dtype=xp.int32)),
+        TypeError,
+        r"affine: bias must have a real floating dtype, got int32",
+    ),
+    (
         "bias_relu-bias",
         lambda xp: xp.nn.bias_relu(_f32(xp, 2, 3, 4, 4), _f32(xp, 4)),
         ValueError,

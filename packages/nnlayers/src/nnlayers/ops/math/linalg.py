@@ -106,6 +106,51 @@ class MatMul(Op):
         return ga, gb
 
 
+class MatMulBias(MatMul):
+    """``a @ b + bias`` as one op (``xp.nn.affine``: on the NumPy backend one oneDNN product
+    with its bias, no pass over the output to add it), what a plan runs where a matrix product
+    of rows by one matrix is read only by the add of a bias along its last axis
+    (:func:`nnlayers.graph.fusion.fuse`): a dense layer's ``x @ w + b``. The gradients are
+    :class:`MatMul`'s and, for the bias, ``dy`` summed over every axis but the last."""
+
+    plan_only = True
+    name = "affine"
+
+    bias_shape: tuple[int, ...]
+    bias_axes: tuple[int, ...]
+
+    @classmethod
+    def replacing(cls, op: MatMul, bias_shape: tuple[int, ...]) -> MatMulBias:
+        """This op with the inferred state of the plan's ``op`` (rows or two matrices) and a
+        bias of ``bias_shape`` (its units along the last axis, 1 elsewhere)."""
+        fused = cls.__new__(cls)
+        fused.__dict__.update(vars(op))
+        fused.bias_shape = tuple(bias_shape)
+        out = op.out2
+        fused.bias_axes = tuple(range(len(out) - 1))
+        return fused
+
+    def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
+        return super().kept_inputs(needs, 2)
+
+    def forward(self, xp: ArrayNamespace, a: Any, b: Any, bias: Any) -> Any:  # type: ignore[override]
+        units = b.shape[-1]
+        flat = bias if len(self.bias_shape) == 1 else xp.reshape(bias, (units,))
+        return xp.nn.affine(a, b, flat)
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        a, b, _bias = inputs
+        ga, gb = super().backward(xp, dy, (a, b), output, residual, needs[:2])
+        gbias = None
+        if needs[2]:
+            gbias = xp.sum(dy, axis=self.bias_axes)
+            if len(self.bias_shape) != 1:
+                gbias = xp.reshape(gbias, self.bias_shape)
+        return ga, gb, gbias
+
+
 def matmul(x1: Any, x2: Any) -> Expr:
     """Matrix product with NumPy's rules (batched over leading axes, 1-D operands allowed)."""
     return MatMul()(x1, x2)
