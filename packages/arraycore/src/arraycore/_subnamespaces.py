@@ -145,10 +145,16 @@ class NNNamespace(_SubNamespace):
         """``x @ w + bias`` for ``x (..., K)``, ``w (K, N)``, ``bias (N,)`` of one real floating
         dtype: a dense layer's product and bias as one op, which a backend may run as one call
         (the NumPy backend hands large float32 ones to oneDNN's product with its bias); elsewhere
-        the product and an in-place add."""
+        the product (of ``x``'s rows as one 2-D product, not a batch of products) and an
+        in-place add."""
         xp = self._xp
         _nn.check_affine(xp, x, w, bias)
-        y = xp.matmul(x, w)
+        shape = tuple(x.shape)
+        if len(shape) > 2:
+            y = xp.matmul(xp.reshape(x, (math.prod(shape[:-1]), shape[-1])), w)
+            y = xp.reshape(y, (*shape[:-1], int(w.shape[1])))
+        else:
+            y = xp.matmul(x, w)
         return xp.inplace.add(y, bias, out=y)
 
     def bias_relu(self, x: Array, bias: Array, *, axis: int = 1, out: Array | None = None) -> Array:

@@ -99,7 +99,6 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
         for j in ins:
             readers[j] += 1
     kept = set(a.outputs) | set(a.wrt)
-    fused = 0
     for i, op in enumerate(ops):
         if type(op) is LSTMPart and op.part == "hidden":
             (j,) = a.inputs[i]
@@ -107,7 +106,6 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
                 ops[j] = LSTMSequence.replacing(ops[j])
                 ops[i] = Alias("lstm_part", "lstm")
                 specs[j] = specs[i]  # the fused op's output is the part's
-                fused += 1
             continue
         if type(op) is not Relu:
             continue
@@ -118,13 +116,11 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
         if type(first) is BatchNorm:
             ops[j] = BatchNormRelu.replacing(first)
             ops[i] = Alias("relu", "batch_norm")
-            fused += 1
         elif type(first) is Add:
             layout = bias_layout([specs[k] for k in a.inputs[j]] + [specs[j]])
             if layout is not None:
                 ops[j] = BiasRelu.replacing(first, *layout)
                 ops[i] = Alias("relu", "bias_relu")
-                fused += 1
     copy = None
     for i, op in enumerate(ops):
         found = _product_and_bias(a, ops, specs, readers, kept, i) if type(op) is Add else None
