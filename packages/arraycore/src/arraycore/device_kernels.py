@@ -378,12 +378,17 @@ KERNEL void softmax_rows(const i64 rows, const i64 cols, GLOBAL T* out, GLOBAL c
         return;
     }
     T s = (T)0;
-    for (i64 k = 0; k < cols; ++k) s += EXP(row[k] - m);
     if (log_mode) {
+        for (i64 k = 0; k < cols; ++k) s += EXP(row[k] - m);
         const T ls = LOG(s);
         for (i64 k = 0; k < cols; ++k) o[k] = (row[k] - m) - ls;
-    } else {
-        for (i64 k = 0; k < cols; ++k) o[k] = EXP(row[k] - m) / s;
+    } else {  /* each exponential once: kept in o, divided by the sum after */
+        for (i64 k = 0; k < cols; ++k) {
+            const T e = EXP(row[k] - m);
+            o[k] = e;
+            s += e;
+        }
+        for (i64 k = 0; k < cols; ++k) o[k] = o[k] / s;
     }
 }
 
@@ -419,12 +424,13 @@ KERNEL void softmax_xent_rows(const i64 rows, const i64 cols, GLOBAL T* dlogits,
         return;
     }
     T s = (T)0;
-    for (i64 k = 0; k < cols; ++k) s += EXP(row[k] - m);
-    const T ls = LOG(s);
-    for (i64 k = 0; k < cols; ++k) {
-        const T log_p = (row[k] - m) - ls;
-        d[k] = (EXP(log_p) - (k == label ? (T)1 : (T)0)) * scale;
+    for (i64 k = 0; k < cols; ++k) {  /* each exponential once, kept in d */
+        const T e = EXP(row[k] - m);
+        d[k] = e;
+        s += e;
     }
+    const T ls = LOG(s);
+    for (i64 k = 0; k < cols; ++k) d[k] = (d[k] / s - (k == label ? (T)1 : (T)0)) * scale;
     row_loss[r] = hit ? -scale * ((row[label] - m) - ls) : (T)0;
 }
 
