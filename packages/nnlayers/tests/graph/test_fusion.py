@@ -357,18 +357,27 @@ def test_an_lstm_whose_cell_state_is_read_keeps_its_packed_output(
 
 
 def _dense_graph(
-    monkeypatch: pytest.MonkeyPatch, fusion: bool, *, freeze: bool = False, rows: bool = False
+    monkeypatch: pytest.MonkeyPatch,
+    fusion: bool,
+    *,
+    freeze: bool = False,
+    rows: bool = False,
+    shaped: bool = False,
 ) -> tuple[Graph, list[Any], dict[str, np.ndarray]]:
     """``sum(tanh(x @ w + b) ** 2)``-like loss over a dense layer without a ReLU (``rows``: a
     sequence ``(N, T, D)`` through the same layer), an attention-style product with a bias
     read first, as a second layer; ``freeze`` leaves the first layer's weight and the input
-    without gradients (the bias alone trains)."""
+    without gradients (the bias alone trains); ``shaped`` gives the second bias leading axes
+    of 1 (``(1, U)``, ``(1, 1, U)`` for rows)."""
     monkeypatch.setenv("NNLAYERS_FUSION", "1" if fusion else "0")
     shape = (None, 8, 40) if rows else (None, 40)
     x = ex.placeholder(shape, name="x")
     first = Affine(300, seed=1)
     h = ex.tanh(first(x))
-    b2 = nnlayers.Parameter(np.linspace(-1, 1, 300).astype(np.float32), name="b2")
+    lead = (1,) * (len(shape) - 1) if shaped else ()
+    b2 = nnlayers.Parameter(
+        np.linspace(-1, 1, 300).astype(np.float32).reshape(*lead, 300), name="b2"
+    )
     w2 = nnlayers.Parameter(
         np.random.default_rng(2).standard_normal((300, 300)).astype(np.float32) * 0.1, name="w2"
     )
@@ -383,7 +392,9 @@ def _dense_graph(
 
 
 @pytest.mark.parametrize(
-    "kw", [{}, {"rows": True}, {"freeze": True}], ids=["matrices", "rows", "bias-alone"]
+    "kw",
+    [{}, {"rows": True}, {"freeze": True}, {"shaped": True}, {"shaped": True, "rows": True}],
+    ids=["matrices", "rows", "bias-alone", "shaped-bias", "shaped-bias-rows"],
 )
 def test_a_product_and_its_bias_run_as_one_op(
     monkeypatch: pytest.MonkeyPatch, kw: dict[str, Any]
@@ -398,8 +409,13 @@ def test_a_product_and_its_bias_run_as_one_op(
         loss = float(_host(graph.forward(feeds)))
         grads = graph.backward()
         grads = list(grads.values()) if isinstance(grads, dict) else list(grads)
-        results.append((names, loss, [_host(g) for g in grads], len(wrt)))
-    (names, loss, grads, n), (plain_names, plain_loss, plain_grads, _) = results
+        graph.eval()
+        evaluated = float(_host(graph.forward(feeds)))
+        results.append((names, loss, [_host(g) for g in grads], len(wrt), evaluated))
+    (names, loss, grads, n, evaluated), (plain_names, plain_loss, plain_grads, _, plain_eval) = (
+        results
+    )
+    np.testing.assert_allclose(evaluated, plain_eval, rtol=1e-5)
     assert names.count("affine") == 2 and names.count("add_in_affine") == 2
     assert "add" not in names and plain_names.count("add") == 2 and "affine" not in plain_names
     assert len(grads) == n == (2 if kw.get("freeze") else 4)  # frozen: the two biases
