@@ -64,19 +64,19 @@ BIAS_RELU_MIN_ITEMS = 1 << 15
 AFFINE_MIN_ITEMS = 1 << 14
 
 
-def bias_layout(specs: list[Spec]) -> tuple[int, int] | None:
+def bias_layout(specs: list[Spec], min_items: int = BIAS_RELU_MIN_ITEMS) -> tuple[int, int] | None:
     """``(full, axis)`` where the two operands of an add (``specs``, the sum's last) are a full
     array (operand ``full``, of the sum's shape) and a bias along its ``axis`` (one axis of
     more than one entry, ``shape[axis]`` of them, the others 1), all of one floating dtype and
-    known shapes, the sum large enough to gain; else ``None`` (a scalar or one-entry bias, a sum
-    of two full arrays: the residual add of a ResNet block)."""
+    known shapes, the sum of at least ``min_items`` items; else ``None`` (a scalar or one-entry
+    bias, a sum of two full arrays: the residual add of a ResNet block)."""
     *operands, out = specs
     if len(operands) != 2 or not out.is_float or any(s.dtype != out.dtype for s in operands):
         return None
     shape = out.shape
     if not shape or any(not isinstance(d, int) for s in specs for d in s.shape):
         return None
-    if math.prod(shape) < BIAS_RELU_MIN_ITEMS:  # type: ignore[arg-type]  # ints: tested above
+    if math.prod(shape) < min_items:  # type: ignore[arg-type]  # ints: tested above
         return None
     for full in (0, 1):
         bias = operands[1 - full].shape
@@ -103,7 +103,7 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
         if type(op) is LSTMPart and op.part == "hidden":
             (j,) = a.inputs[i]
             if type(ops[j]) is LSTMLayer and readers[j] == 1 and j not in kept:
-                ops[j] = LSTMSequence.replacing(ops[j])
+                ops[j] = LSTMSequence.copy_of(ops[j])
                 ops[i] = Alias("lstm_part", "lstm")
                 specs[j] = specs[i]  # the fused op's output is the part's
             continue
@@ -114,7 +114,7 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
         if readers[j] != 1 or j in kept:
             continue
         if type(first) is BatchNorm:
-            ops[j] = BatchNormRelu.replacing(first)
+            ops[j] = BatchNormRelu.copy_of(first)
             ops[i] = Alias("relu", "batch_norm")
         elif type(first) is Add:
             layout = bias_layout([specs[k] for k in a.inputs[j]] + [specs[j]])
@@ -148,28 +148,19 @@ def _product_and_bias(
 ) -> tuple[int, int, int] | None:
     """``(product, bias, place)``: the nodes of the add ``i``'s operands where one (at
     ``place``) is a :class:`MatMul` of rows by one matrix that nothing else reads and the other a
-    bias along the sum's last axis available before the product runs (a source or an earlier
-    node), one floating dtype, the sum the product's shape and large enough; else ``None``."""
+    bias along the sum's last axis (:func:`bias_layout`, from :data:`AFFINE_MIN_ITEMS` items)
+    available before the product runs (a source or an earlier node); else ``None``."""
     ins = a.inputs[i]
-    out = specs[i]
-    if len(ins) != 2 or ins[0] == ins[1] or not out.is_float:
+    if len(ins) != 2 or ins[0] == ins[1]:
         return None
-    shape = out.shape
-    if not shape or any(not isinstance(d, int) for d in shape):
+    layout = bias_layout([specs[k] for k in ins] + [specs[i]], AFFINE_MIN_ITEMS)
+    if layout is None or layout[1] != len(specs[i].shape) - 1:
         return None
-    if math.prod(shape) < AFFINE_MIN_ITEMS:  # type: ignore[arg-type]  # ints: tested above
+    m = layout[0]
+    j, k = ins[m], ins[1 - m]
+    product = ops[j]
+    if type(product) is not MatMul or not (product.rows or product.plain):
         return None
-    for m in (0, 1):
-        j, k = ins[m], ins[1 - m]
-        product = ops[j]
-        if type(product) is not MatMul or not (product.rows or product.plain):
-            continue
-        if readers[j] != 1 or j in kept or specs[j] != out or specs[k].dtype != out.dtype:
-            continue
-        bias = tuple(specs[k].shape)
-        if not bias or len(bias) > len(shape) or bias[-1] != shape[-1]:
-            continue
-        if any(d != 1 for d in bias[:-1]) or (ops[k] is not None and k > j):
-            continue
-        return j, k, m
-    return None
+    if readers[j] != 1 or j in kept or (ops[k] is not None and k > j):
+        return None
+    return j, k, m

@@ -85,6 +85,14 @@ class Op:
         if cls.name and not cls.plan_only:
             REGISTRY[cls.name] = cls
 
+    @classmethod
+    def copy_of(cls, op: Op) -> Any:
+        """An op of this class (a fusion's plan-only op) with the settings and inferred state
+        of the plan's ``op``, whose work it takes over."""
+        fused = cls.__new__(cls)
+        fused.__dict__.update(vars(op))
+        return fused
+
     def __call__(self, *inputs: Any) -> Expr:
         """Apply this op to expressions (Python numbers and NumPy arrays become constants)."""
         like = next((x for x in inputs if isinstance(x, Expr)), None)

@@ -62,8 +62,7 @@ class BiasRelu(Add):
     def replacing(cls, op: Add, full: int, axis: int) -> BiasRelu:
         """This op with the inferred shapes of the plan's ``op``: input ``full`` has the
         output's shape, the other one is a bias along ``axis`` of it."""
-        fused = cls.__new__(cls)
-        fused.__dict__.update(vars(op))
+        fused: BiasRelu = cls.copy_of(op)
         fused.full, fused.axis = full, axis
         fused.inplace_inputs = (full,)  # type: ignore[misc,assignment]
         bias_shape = op.in_shapes[1 - full]

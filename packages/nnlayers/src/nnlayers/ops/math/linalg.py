@@ -116,27 +116,27 @@ class MatMulBias(MatMul):
     plan_only = True
     name = "affine"
 
-    bias_shape: tuple[int, ...]
+    #: the bias's shape where it is not 1-D (``(1, U)``), else None; its 1-D shape; the axes
+    #: its gradient sums
+    shaped: tuple[int, ...] | None
+    flat: tuple[int]
     bias_axes: tuple[int, ...]
 
     @classmethod
     def replacing(cls, op: MatMul, bias_shape: tuple[int, ...]) -> MatMulBias:
         """This op with the inferred state of the plan's ``op`` (rows or two matrices) and a
         bias of ``bias_shape`` (its units along the last axis, 1 elsewhere)."""
-        fused = cls.__new__(cls)
-        fused.__dict__.update(vars(op))
-        fused.bias_shape = tuple(bias_shape)
-        out = op.out2
-        fused.bias_axes = tuple(range(len(out) - 1))
+        fused: MatMulBias = cls.copy_of(op)
+        fused.shaped = None if len(bias_shape) == 1 else tuple(bias_shape)
+        fused.flat = (bias_shape[-1],)
+        fused.bias_axes = tuple(range(len(op.out2) - 1))
         return fused
 
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return super().kept_inputs(needs, 2)
 
     def forward(self, xp: ArrayNamespace, a: Any, b: Any, bias: Any) -> Any:  # type: ignore[override]
-        units = b.shape[-1]
-        flat = bias if len(self.bias_shape) == 1 else xp.reshape(bias, (units,))
-        return xp.nn.affine(a, b, flat)
+        return xp.nn.affine(a, b, bias if self.shaped is None else xp.reshape(bias, self.flat))
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
@@ -146,8 +146,8 @@ class MatMulBias(MatMul):
         gbias = None
         if needs[2]:
             gbias = xp.sum(dy, axis=self.bias_axes)
-            if len(self.bias_shape) != 1:
-                gbias = xp.reshape(gbias, self.bias_shape)
+            if self.shaped is not None:
+                gbias = xp.reshape(gbias, self.shaped)
         return ga, gb, gbias
 
 

@@ -155,13 +155,6 @@ class BatchNormRelu(BatchNorm):
     relu = True
     keep_output = True  # the ReLU's gradient needs y > 0
 
-    @classmethod
-    def replacing(cls, op: BatchNorm) -> BatchNormRelu:
-        """This op with the settings and inferred shapes of the plan's ``op``."""
-        fused = cls.__new__(cls)
-        fused.__dict__.update(vars(op))
-        return fused
-
 
 def batch_norm(
     x: Any,

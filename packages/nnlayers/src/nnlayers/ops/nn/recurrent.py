@@ -187,13 +187,6 @@ class LSTMSequence(LSTMLayer):
 
     plan_only = True
 
-    @classmethod
-    def replacing(cls, op: LSTMLayer) -> LSTMSequence:
-        """This op with the inferred state of the plan's ``op``."""
-        fused = cls.__new__(cls)
-        fused.__dict__.update(vars(op))
-        return fused
-
     def forward(self, xp: ArrayNamespace, x: Any, w: Any, u: Any, b: Any, *state: Any) -> Any:
         h0, c0 = state if state else (None, None)
         y, _h_n, _c_n, saved = xp.nn.lstm(x, w, u, b, h0, c0)
