@@ -8,7 +8,9 @@ register, each call is one line of the op table's kernel expression, and every w
 is stored once. Scalars are kernel arguments, so a new learning rate needs no new kernel.
 
 What is fused: arguments that are float32 or float64 arrays of one shape and dtype, contiguous
-and not overlapping each other, and Python scalars; a body made only of ``xp.inplace`` calls of
+and not overlapping each other, Python scalars, and 0-d arrays of that dtype used as scalars
+(read once by each work-item: an optimiser's learning rate kept on the device, so that a new
+rate is neither a new kernel nor a new kernel argument); a body made only of ``xp.inplace`` calls of
 element-wise ops whose results are of the arrays' dtype, writing into array arguments and
 returning nothing. Anything else (temporaries, operators on arrays, other functions, a return
 value, half precision, aliased arguments) runs the function as it is, the same numbers one
@@ -45,11 +47,14 @@ def source(steps: list[Step], kinds: tuple[str, ...], dtype: str, piece: int = 1
     for i, kind in enumerate(kinds):
         if kind == "a":
             params += [f"__global {ct}* a{i}", f"const long o{i}"]
+        elif kind == "d":
+            params += [f"__global const {ct}* d{i}", f"const long o{i}"]
         else:
             params.append(f"const {ct} s{i}")
     read = sorted({x.index for _, ops, _ in steps for x in ops if isinstance(x, Arg)})
     written = sorted({out for _, _, out in steps})
-    body = [f"    {ct} r{i} = a{i}[o{i} + i];" for i in sorted(set(read) | set(written))]
+    body = [f"    const {ct} s{i} = d{i}[o{i}];" for i, kind in enumerate(kinds) if kind == "d"]
+    body += [f"    {ct} r{i} = a{i}[o{i} + i];" for i in sorted(set(read) | set(written))]
 
     def operand(x: Any) -> str:
         if isinstance(x, Arg):
@@ -109,7 +114,7 @@ class Fused:
         n = arrays[0].size
         launch: list[Any] = [np.int64(n)]
         for arg, kind in zip(args, kinds):
-            if kind == "a":
+            if kind != "s":
                 launch += [arg._buf, np.int64(arg._offset)]
             else:
                 launch.append(scalar(arg))
@@ -119,8 +124,12 @@ class Fused:
     def _signature(self, args: tuple[Any, ...]) -> Any:
         kinds: list[str] = []
         arrays: list[OpenCLArray] = []
+        scalars: list[OpenCLArray] = []
         for arg in args:
-            if isinstance(arg, OpenCLArray):
+            if isinstance(arg, OpenCLArray) and arg.shape == ():
+                kinds.append("d")
+                scalars.append(arg)
+            elif isinstance(arg, OpenCLArray):
                 kinds.append("a")
                 arrays.append(arg)
             elif isinstance(arg, int | float) and not isinstance(arg, bool):
@@ -140,6 +149,12 @@ class Fused:
             if a._strides != contiguous_strides(a.shape):
                 return None
             spans.append((id(a._buf), a._offset, a._offset + a.size))
+        for d in scalars:  # read-only: they may share memory with each other, not with arrays
+            if d._rt is not self.backend.rt or d.dtype != first.dtype:
+                return None
+            at = (id(d._buf), d._offset)
+            if any(buf == at[0] and start <= at[1] < end for buf, start, end in spans):
+                return None
         spans.sort()
         for (buf, _, end), (next_buf, start, _) in itertools.pairwise(spans):
             if buf == next_buf and start < end:

@@ -8,6 +8,7 @@ from typing import Any
 
 from arraycore import ArrayNamespace
 
+from ._scalars import StepScalars
 from .base import Array, Optimizer, ParameterLike, _check_positive, _check_unit
 from .schedules import LearningRate
 
@@ -22,8 +23,9 @@ class Adam(Optimizer):
     - ``m_hat = m / (1 - beta1**t)``, ``v_hat = v / (1 - beta2**t)``;
     - ``w -= lr * m_hat / (sqrt(v_hat) + eps)``.
 
-    The bias corrections are host floats folded into the two scalars of the update, so the step
-    stays on the device.
+    The bias corrections are folded into the two scalars of the update: host floats on the NumPy
+    backend, 0-d arrays computed on the device from its step counter elsewhere (so a device step
+    has no Python float that changes from step to step; see :mod:`nnlayers.optim._scalars`).
 
     >>> import numpy as np
     >>> from types import SimpleNamespace
@@ -70,11 +72,17 @@ class Adam(Optimizer):
         count: int,
     ) -> None:
         b1, b2 = self.beta1, self.beta2
-        if not self.coupled_weight_decay and weight_decay:
-            xp.inplace.multiply(value, 1.0 - lr * weight_decay, out=value)
-        correction1 = 1.0 - b1**count
-        correction2 = 1.0 - b2**count
-        # lr * m_hat / (sqrt(v_hat) + eps) == (lr / c1) * m / (sqrt(v) / sqrt(c2) + eps)
+        device = self._device_step
+        if device is not None:
+            step, inv_sqrt_c2, decay = self._device_scalars_of(device, lr, weight_decay, count)
+            if decay is not None:
+                xp.inplace.multiply(value, decay, out=value)
+        else:
+            if not self.coupled_weight_decay and weight_decay:
+                xp.inplace.multiply(value, 1.0 - lr * weight_decay, out=value)
+            # lr * m_hat / (sqrt(v_hat) + eps) == (lr / c1) * m / (sqrt(v) / sqrt(c2) + eps)
+            step = lr / (1.0 - b1**count)
+            inv_sqrt_c2 = 1.0 / math.sqrt(1.0 - b2**count)
         self._kernel(xp, "adam", _adam)(
             value,
             grad,
@@ -85,10 +93,38 @@ class Adam(Optimizer):
             1.0 - b1,
             b2,
             1.0 - b2,
-            1.0 / math.sqrt(correction2),
+            inv_sqrt_c2,
             self.eps,
-            lr / correction1,
+            step,
         )
+
+    def _device_scalars_of(
+        self, device: StepScalars, lr: Array, weight_decay: float, count: int
+    ) -> tuple[Array, Array, Array | None]:
+        """``(lr / c1, 1 / sqrt(c2), 1 - lr * weight_decay or None)`` as 0-d arrays of ``lr``'s
+        dtype, from the device's step counter, shared by the parameters of one update count."""
+        xp, wide, dtype = device.xp, device.wide(lr), lr.dtype
+        b1, b2 = self.beta1, self.beta2
+
+        def corrections() -> tuple[Array, Array]:
+            n = device.count(count)
+            c1 = xp.subtract(1.0, xp.pow(b1, n))
+            c2 = xp.subtract(1.0, xp.pow(b2, n))
+            return c1, xp.astype(xp.divide(1.0, xp.sqrt(c2)), dtype, copy=False)
+
+        c1, inv_sqrt_c2 = device.memo(("adam", count, dtype), corrections)
+        step = device.memo(
+            ("adam step", id(lr), count), lambda: xp.astype(xp.divide(wide, c1), dtype, copy=False)
+        )
+        decay = None
+        if not self.coupled_weight_decay and weight_decay:
+            decay = device.memo(
+                ("adamw decay", id(lr), weight_decay),
+                lambda: xp.astype(
+                    xp.subtract(1.0, xp.multiply(wide, weight_decay)), dtype, copy=False
+                ),
+            )
+        return step, inv_sqrt_c2, decay
 
     def _settings(self) -> list[str]:
         return [f"beta1={self.beta1:g}", f"beta2={self.beta2:g}", f"eps={self.eps:g}"]

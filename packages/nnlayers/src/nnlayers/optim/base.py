@@ -25,6 +25,7 @@ from arraycore import ArrayNamespace
 
 from .. import profiler
 from ..parameter import Parameter, trainable_version
+from ._scalars import StepScalars
 from .schedules import LearningRate, describe_lr
 
 Array = Any
@@ -108,6 +109,10 @@ class Optimizer:
         #: what the last step found, when it was plain (see :meth:`_repeat_updates`)
         self._plain: tuple[Any, ...] | None = None
         self._namespace: tuple[Array, Any] | None = None
+        #: the device scalars of the step being taken (``None`` on host backends and between
+        #: steps; see :mod:`nnlayers.optim._scalars`)
+        self._device_step: StepScalars | None = None
+        self._device_scalars: dict[int, tuple[Any, StepScalars]] = {}
         if params is not None:
             self._set_params(params)
 
@@ -183,9 +188,18 @@ class Optimizer:
         lr = self._lr_at(self.step_count)
         repeat = self._repeat_updates(lr)
         if repeat is not None:
-            self._update_all(*repeat)
+            try:
+                self._update_all(*repeat)
+            finally:
+                self._end_device_step()
             self.step_count += 1
             return
+        try:
+            self._step_updates(lr)
+        finally:
+            self._end_device_step()
+
+    def _step_updates(self, lr: float) -> None:
         # (parameter, value, gradient), each read once; all checked before anything changes
         active: list[tuple[Any, Array, Array]] = []
         for p in self._params:
@@ -209,6 +223,7 @@ class Optimizer:
         else:
             xp = arraycore.namespace_of(first)
             self._namespace = (first, xp)
+        device = self._begin_device_step(xp, first, lr)
         scales: dict[Any, Array] = {}
         if self.clip_norm is not None:
             norm = global_norm([g for _, _, g in active], xp=xp, scratch=self._scratch_for(xp))
@@ -262,9 +277,11 @@ class Optimizer:
                     xp.inplace.add(grad, tmp, out=work)
                     grad = work
                 # ``work`` is shared by every parameter: update this one before the next
-                self._update(xp, value, grad, state, tmp, lr * multiplier, decay, count)
+                rate = lr * multiplier if device is None else device.lr(multiplier, value.dtype)
+                self._update(xp, value, grad, state, tmp, rate, decay, count)
                 continue
-            updates.append((value, grad, state, tmp, lr * multiplier, decay, count))
+            rate = lr * multiplier if device is None else device.lr(multiplier, value.dtype)
+            updates.append((value, grad, state, tmp, rate, decay, count))
         if plain:
             keys = tuple(record[6] for record in records)
             self._plain = (trainable_version(), default_decay, xp, records, keys)
@@ -293,6 +310,7 @@ class Optimizer:
             return None
         counts = self._counts
         updates = []
+        device = self._begin_device_step(xp, records[0][1], lr) if records else None
         for p, value, multiplier, decay, state, tmp, key, lr_factor, decay_rate in records:
             grad = p.grad
             if (
@@ -304,10 +322,40 @@ class Optimizer:
             ):
                 return None
             count = counts[key] + 1
-            updates.append((value, grad, state, tmp, lr * lr_factor, decay_rate, count))
+            rate = lr * lr_factor if device is None else device.lr(lr_factor, value.dtype)
+            updates.append((value, grad, state, tmp, rate, decay_rate, count))
         for key in keys:  # counted only once every parameter has passed
             counts[key] += 1
         return xp, updates
+
+    def _begin_device_step(self, xp: ArrayNamespace, like: Array, lr: float) -> StepScalars | None:
+        """The device scalars of this step, begun (``None`` where the parameters are host
+        NumPy arrays: there the step's scalars are Python floats)."""
+        if type(like) is np.ndarray:
+            return None
+        found = self._device_scalars.get(id(xp))
+        if found is None or found[0] is not xp:
+            found = self._device_scalars[id(xp)] = (xp, StepScalars(xp))
+        scalars = found[1]
+        scalars.begin(self.lr, self.step_count, lr)
+        self._device_step = scalars
+        return scalars
+
+    def _end_device_step(self) -> None:
+        scalars = self._device_step
+        if scalars is not None:
+            self._device_step = None
+            scalars.end()
+
+    @property
+    def capture_blocker(self) -> str | None:
+        """Why this optimiser's device steps copy a scalar from the host each step (so that a
+        captured step could not replay them), or ``None``: they do not, or it has not stepped on
+        a device yet."""
+        for _, scalars in self._device_scalars.values():
+            if scalars.host_reason is not None:
+                return f"{type(self).__name__}: {scalars.host_reason}"
+        return None
 
     def _update_all(self, xp: ArrayNamespace, updates: list[tuple[Any, ...]]) -> None:
         """Apply :meth:`_update` to every ``(value, grad, state, tmp, lr, weight_decay,
@@ -329,7 +377,12 @@ class Optimizer:
     ) -> None:
         """Update ``value`` in place. ``grad`` may be a scratch buffer; ``tmp`` is another one
         (same shape and dtype as ``value``, free to overwrite). ``count`` is the number of
-        updates this parameter has had, this one included."""
+        updates this parameter has had, this one included.
+
+        ``lr`` (the parameter's learning rate this step) is a Python float where the parameters
+        are host NumPy arrays, and a 0-d array of ``value``'s dtype on a device backend, where
+        :attr:`_device_step` (a :class:`~nnlayers.optim._scalars.StepScalars`) gives what else a
+        step derives on the device (``count`` as a device array, shared per-step values)."""
         raise NotImplementedError
 
     def _kernel(
@@ -499,6 +552,8 @@ class Optimizer:
         fresh._flat = {}
         fresh._forget_buffers()
         fresh._namespace = None
+        fresh._device_step = None
+        fresh._device_scalars = {}
         fresh.step_count = 0
         fresh.last_grad_norm = None
         return fresh

@@ -1,8 +1,15 @@
-"""Learning-rate schedules: callables ``step -> lr`` evaluated on the host once per step.
+"""Learning-rate schedules: callables ``step -> lr``, and the same rate computed on the device.
 
 ``step`` is the number of optimiser steps taken before the one being computed, so the first
 update uses ``schedule(0)``. Any callable with that signature works as an optimiser's ``lr``;
 these classes cover the usual shapes and compose: :class:`Warmup` wraps any of them.
+
+Each of these classes also computes its rate on the device, from a 0-d array that counts the
+steps there (:meth:`Schedule.on_device`), so an optimiser on a device backend updates with no
+Python float that changes from one step to the next (a captured step would freeze it: see
+``docs/training.md``). A plain callable, or a subclass that only defines :meth:`Schedule.value`,
+is evaluated on the host each step and its value copied to the device: it trains the same, but
+its steps cannot be captured.
 
 >>> schedule = Warmup(CosineDecay(0.1, total_steps=100, min_lr=0.001), warmup_steps=10)
 >>> [round(schedule(s), 4) for s in (0, 5, 10, 60, 110, 200)]
@@ -30,6 +37,13 @@ class Schedule:
     def value(self, step: int) -> float:
         """The rate at ``step`` (already validated)."""
         raise NotImplementedError
+
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """The rate at ``step``, a 0-d floating array on the device (the number of steps taken),
+        as a 0-d array of its dtype, computed with ``xp``'s functions; ``None`` where this
+        schedule has no device form (the default: a subclass that defines only :meth:`value`
+        is evaluated on the host)."""
+        return None
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
@@ -66,6 +80,10 @@ class Constant(Schedule):
         """The rate at ``step``."""
         return self.lr
 
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """See :meth:`Schedule.on_device`."""
+        return xp.full((), self.lr, dtype=step.dtype)
+
 
 class StepDecay(Schedule):
     """``lr * gamma ** (step // step_size)``: multiplied by ``gamma`` every ``step_size`` steps.
@@ -82,6 +100,11 @@ class StepDecay(Schedule):
     def value(self, step: int) -> float:
         """The rate at ``step``."""
         return self.lr * self.gamma ** (step // self.step_size)
+
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """See :meth:`Schedule.on_device`."""
+        drops = xp.floor(xp.divide(step, float(self.step_size)))
+        return xp.multiply(xp.pow(self.gamma, drops), self.lr)
 
 
 class ExponentialDecay(Schedule):
@@ -106,6 +129,13 @@ class ExponentialDecay(Schedule):
             exponent = math.floor(exponent)
         return self.lr * float(self.gamma**exponent)
 
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """See :meth:`Schedule.on_device`."""
+        exponent = xp.divide(step, float(self.decay_steps))
+        if self.staircase:
+            exponent = xp.floor(exponent)
+        return xp.multiply(xp.pow(self.gamma, exponent), self.lr)
+
 
 class CosineDecay(Schedule):
     """Half a cosine from ``lr`` at step 0 down to ``min_lr`` at ``total_steps``, then flat.
@@ -129,6 +159,13 @@ class CosineDecay(Schedule):
             return self.min_lr
         cosine = (1.0 + math.cos(math.pi * step / self.total_steps)) / 2.0
         return self.min_lr + (self.lr - self.min_lr) * cosine
+
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """See :meth:`Schedule.on_device` (past ``total_steps`` the angle stays at pi)."""
+        total = float(self.total_steps)
+        angle = xp.multiply(xp.divide(xp.minimum(step, total), total), math.pi)
+        cosine = xp.multiply(xp.add(xp.cos(angle), 1.0), 0.5)
+        return xp.add(xp.multiply(cosine, self.lr - self.min_lr), self.min_lr)
 
 
 class Warmup(Schedule):
@@ -161,6 +198,19 @@ class Warmup(Schedule):
         fraction = self.start_factor + (1.0 - self.start_factor) * step / self.warmup_steps
         return target * fraction
 
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """See :meth:`Schedule.on_device`: the wrapped schedule's device form (``None`` where
+        it has none) after the warm-up, the linear ramp (its target from the host) before."""
+        after = device_rate(
+            self.schedule, xp, xp.maximum(xp.subtract(step, float(self.warmup_steps)), 0.0)
+        )
+        if after is None:
+            return None
+        target = float(self.schedule(0))
+        slope = target * (1.0 - self.start_factor) / self.warmup_steps
+        ramp = xp.add(xp.multiply(step, slope), target * self.start_factor)
+        return xp.where(xp.less(step, float(self.warmup_steps)), ramp, after)
+
 
 class Scaled(Schedule):
     """Another schedule (or constant) times ``factor``, never pushed below ``min_lr`` by the
@@ -183,6 +233,24 @@ class Scaled(Schedule):
         """The rate at ``step``."""
         base = float(self.schedule(step))
         return max(self.factor * base, min(self.min_lr, base))
+
+    def on_device(self, xp: Any, step: Any) -> Any:
+        """See :meth:`Schedule.on_device` (``None`` where the wrapped schedule has no device
+        form)."""
+        base = device_rate(self.schedule, xp, step)
+        if base is None:
+            return None
+        return xp.maximum(xp.multiply(base, self.factor), xp.minimum(base, self.min_lr))
+
+
+def device_rate(lr: LearningRate, xp: Any, step: Any) -> Any:
+    """``lr`` at the device step count ``step`` (a 0-d floating array) as a 0-d array of its
+    dtype: a number as a constant, a :class:`Schedule` by its :meth:`~Schedule.on_device`;
+    ``None`` for a callable without a device form."""
+    if not callable(lr):
+        return xp.full((), float(lr), dtype=step.dtype)
+    on_device = getattr(lr, "on_device", None)
+    return None if on_device is None else on_device(xp, step)
 
 
 def as_schedule(lr: LearningRate) -> Callable[[int], float]:

@@ -280,3 +280,30 @@ def test_fuse_with_scalar_operands_equals_the_eager_chain(xp: Any, dtype_name: s
         eager(*(eager_args[k] for k in names), mu, 1.0 - mu, lr)
         for k in names:
             assert_close(fused_args[k], to_host(eager_args[k]), scale=4, err_msg=k)
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
+def test_fuse_takes_0d_arrays_as_scalar_operands(xp: Any, dtype_name: str) -> None:
+    """0-d arrays of the chain's dtype in a scalar's place (an optimiser's learning rate kept on
+    the device): the same numbers as the plain calls, step after step with new values written
+    into the same 0-d arrays, and the 0-d arrays left as they were."""
+    if dtype_name not in acst.device_dtypes(xp):
+        pytest.skip(f"the device of backend {getattr(xp, 'name', xp)!r} has no {dtype_name}")
+    rng = np.random.default_rng(4)
+    host = {k: rng.standard_normal((5, 41)).astype(dtype_name) for k in ("value", "grad", "v")}
+    names = ("value", "grad", "v")
+    fused_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
+    eager_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
+    fused = xp.inplace.fuse(_momentum_chain(xp), scalar_operands=True)
+    eager = _momentum_chain(xp)
+    mu = xp.asarray(np.asarray(0.9, dtype=dtype_name))
+    lr = xp.asarray(np.asarray(0.1, dtype=dtype_name))
+    for new_mu, new_lr in ((0.9, 0.1), (0.5, 0.01), (0.25, 0.3)):
+        xp.inplace.fill(new_mu, out=mu)
+        xp.inplace.fill(new_lr, out=lr)
+        fused(*(fused_args[k] for k in names), mu, 1.0 - new_mu, lr)
+        eager(*(eager_args[k] for k in names), mu, 1.0 - new_mu, lr)
+        for k in names:
+            assert_close(fused_args[k], to_host(eager_args[k]), scale=4, err_msg=k)
+        assert float(to_host(lr)) == float(np.asarray(new_lr, dtype=dtype_name))
+        assert float(to_host(mu)) == float(np.asarray(new_mu, dtype=dtype_name))
