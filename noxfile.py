@@ -101,10 +101,12 @@ FIXTURES: dict[str, list[Distribution]] = {
 }
 
 #: What a package's tests install besides its own fixtures: the offline GPU verification checks
-#: nnlayers too, and OpenCL's host/device tests need a second device backend (the tiny one).
+#: nnlayers too, and OpenCL's host/device tests need a second device backend (the tiny one), as
+#: do nnlayers' capture-readiness tests (steps recorded on a backend of primitives only).
 TEST_SIBLINGS: dict[str, list[Distribution]] = {
     "arraycore-cuda": [PACKAGES["nnlayers"]],
     "arraycore-opencl": FIXTURES["arraycore"],
+    "nnlayers": FIXTURES["arraycore"],
 }
 
 #: Backend entry-point name -> the distribution that provides it.
