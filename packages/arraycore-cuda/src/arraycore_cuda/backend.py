@@ -42,6 +42,7 @@ from arraycore.backend import (
     Array,
     Backend,
     BackendUnavailable,
+    Captured,
     Device,
     Key,
     Shape,
@@ -60,6 +61,7 @@ from ._adapters import (
     _sign,
     _tensordot_for,
 )
+from ._graphs import Graphs
 from ._linalg_cuda import LINALG_NAMES, linalg_table
 from ._nn_cuda import NN_OVERRIDES, CudaNN
 from ._searching_cuda import SEARCH_NAMES, search_table
@@ -334,6 +336,7 @@ class CudaBackend(Backend):
         self._ufuncs["sign"] = _sign
         self._ufuncs.update(_float_ufuncs(cupy))
         self._nn = CudaNN(cupy, _make_cudnn(cupy, self._index))
+        self._graphs = Graphs(cupy, self._index)
         if self._index != 0:
             for name in PRIMITIVES:
                 setattr(self, name, _on_device(getattr(self, name), self._index))
@@ -386,6 +389,8 @@ class CudaBackend(Backend):
         return fn(x, axis=axis, keepdims=keepdims).astype(np.int64, copy=False)
 
     def matmul(self, x1: Array, x2: Array) -> Array:
+        if self._graphs.capturing:  # CuPy's cuBLAS calls refuse a capturing stream
+            return self._graphs.matmul(x1, x2)
         return self._cp.matmul(x1, x2)
 
     # -- layout ----------------------------------------------------------------------------------
@@ -455,18 +460,24 @@ class CudaBackend(Backend):
         for smaller arrays (a 32.9 MB "peak" for a small MLP's step on an H200 after larger
         networks had run in the process, 2026-11-28); ``peak_bytes`` is that figure, under the
         protocol's name. For an exact peak, count allocations with a
-        ``cupy.cuda.MemoryHook`` (as ``bench_training.py`` does), at a cost on every one. ``device_free_bytes`` and ``device_total_bytes``: what the driver
-        reports for the whole device. No call here waits for the GPU.
+        ``cupy.cuda.MemoryHook`` (as ``bench_training.py`` does), at a cost on every one.
+        ``device_free_bytes`` and ``device_total_bytes``: what the driver reports for the whole
+        device. ``graph_pool_bytes``: held by the private pools of the live captured steps (CUDA
+        graphs, :mod:`arraycore_cuda._graphs`), counted in ``used_bytes`` and ``peak_bytes`` as
+        PyTorch's ``max_memory_allocated`` counts a graph's pool. No call here waits for the
+        GPU.
         """
         cp = self._cp
         with cp.cuda.Device(self._index):
             pool = cp.get_default_memory_pool()
             free, total = cp.cuda.runtime.memGetInfo()
             held = int(pool.total_bytes())
+            graphs = self._graphs.pool_bytes()
             return {
-                "used_bytes": int(pool.used_bytes()),
-                "peak_bytes": held,
+                "used_bytes": int(pool.used_bytes()) + graphs,
+                "peak_bytes": held + graphs,
                 "pool_bytes": held,
+                "graph_pool_bytes": graphs,
                 "device_free_bytes": int(free),
                 "device_total_bytes": int(total),
             }
@@ -477,6 +488,15 @@ class CudaBackend(Backend):
         cp = self._cp
         with cp.cuda.Device(self._index):
             cp.get_default_memory_pool().free_all_blocks()
+
+    def capture_support(self) -> str | None:
+        """``None`` where steps can be captured as CUDA graphs here (see
+        :mod:`arraycore_cuda._graphs`), else why not."""
+        return self._graphs.support()
+
+    def capture(self, fn: Callable[[], Any]) -> Captured:
+        """``fn``'s device work captured once as a CUDA graph (:mod:`arraycore_cuda._graphs`)."""
+        return self._graphs.capture(fn)
 
     def synchronize(self) -> None:
         """Wait until the work queued on this device's current stream has finished."""
@@ -489,6 +509,7 @@ class CudaBackend(Backend):
         if not overrides_enabled():
             return {}
         table = override_table(self._cp, self._index)
+        table["matmul"] = self.matmul  # cuBLAS through ctypes while a capture is under way
         table.update(self._nn.table())
         table["inplace.fuse"] = self.fuse
         if self._index != 0:

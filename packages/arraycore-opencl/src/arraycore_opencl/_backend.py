@@ -234,6 +234,7 @@ class OpenCLBackend(Backend, OpenCLKernels):
 
     def to_numpy(self, x: Array) -> np.ndarray:
         """Copy ``x`` to the host (waits for the kernels that produce it)."""
+        self.rt.refuse_while_recording(f"a copy of a device array {x.shape} to the host")
         host = np.empty(x.shape, dtype=x.dtype)
         if host.size == 0:
             return host
@@ -254,8 +255,9 @@ class OpenCLBackend(Backend, OpenCLKernels):
             pattern = np.array([fill_value]).astype(out.dtype)
             if out.dtype == np.bool_:
                 pattern = pattern.view(np.uint8)
-            _runtime._cl().enqueue_fill_buffer(
-                self.rt.queue, out._buf, pattern, 0, out.size * out.dtype.itemsize
+            queue, buf, nbytes = self.rt.queue, out._buf, out.size * out.dtype.itemsize
+            self.rt.queued(
+                lambda: _runtime._cl().enqueue_fill_buffer(queue, buf, pattern, 0, nbytes), buf
             )
         return out
 
@@ -305,12 +307,14 @@ class OpenCLBackend(Backend, OpenCLKernels):
         if out.size == 0:
             return out
         if dt == x.dtype and x.is_contiguous:
-            _runtime._cl().enqueue_copy(
-                self.rt.queue,
-                out._buf,
-                x._buf,
-                src_offset=x._offset * dt.itemsize,
-                byte_count=out.size * dt.itemsize,
+            queue, dst, src = self.rt.queue, out._buf, x._buf
+            offset, nbytes = x._offset * dt.itemsize, out.size * dt.itemsize
+            self.rt.queued(
+                lambda: _runtime._cl().enqueue_copy(
+                    queue, dst, src, src_offset=offset, byte_count=nbytes
+                ),
+                dst,
+                src,
             )
             return out
         return self._elementwise("cast", _NAME[x.dtype], f"cast_{_NAME[dt]}", out, x)
@@ -598,7 +602,22 @@ class OpenCLBackend(Backend, OpenCLKernels):
 
     def synchronize(self) -> None:
         """Wait until this device's queue has finished what it holds (``clFinish``)."""
+        self.rt.refuse_while_recording("a wait for the device")
         self.rt.queue.finish()
+
+    def capture_support(self) -> str | None:
+        """``None``: a step's launches can be recorded and replayed as a list
+        (:mod:`arraycore_opencl._capture`) unless ``ARRAYCORE_OPENCL_CAPTURE=0``."""
+        from ._capture import support
+
+        return support()
+
+    def capture(self, fn: Any) -> Any:
+        """``fn``'s launches and queued copies recorded once, for replay (see
+        :mod:`arraycore_opencl._capture`)."""
+        from ._capture import capture
+
+        return capture(self.rt, fn)
 
     # -- nn overrides: one launch for im2col, col2im and each max-pooling pass ---------------
     def overrides(self) -> dict[str, Any]:
@@ -628,12 +647,17 @@ class OpenCLBackend(Backend, OpenCLKernels):
         return _fuse.Fused(self, fn) if scalar_operands else fn
 
     # -- random numbers ----------------------------------------------------------------------------
-    def rng_state(self, seed: int) -> list[int]:
-        """``[seed, counter]``: Philox4x32-10 keyed by the seed, counting elements drawn."""
-        return [int(seed) & 0xFFFFFFFFFFFFFFFF, 0]
+    def rng_state(self, seed: int) -> tuple[int, Any]:
+        """``(seed, counter)``: Philox4x32-10 keyed by the seed, and the count of elements
+        drawn so far kept on the device (one ``ulong``), which each draw reads and advances
+        there: no draw passes a changing host number to a kernel, so a captured step draws
+        new numbers at every replay, the same sequence as eager steps."""
+        counter = self.rt.upload(np.zeros(1, dtype=np.uint64))
+        return int(seed) & 0xFFFFFFFFFFFFFFFF, counter
 
     def rng_uniform(self, state: Any, shape: Shape, dtype: np.dtype) -> OpenCLArray:
-        """Uniform samples in [0, 1): element ``i`` is Philox(seed, counter + i)."""
+        """Uniform samples in [0, 1): element ``i`` is Philox(seed, counter + i); the counter
+        then advances by the number drawn (a second, one-item launch)."""
         out = self._empty(tuple(shape), dtype)
         n = out.size
         if n:
@@ -645,7 +669,9 @@ class OpenCLBackend(Backend, OpenCLKernels):
                 out._buf,
                 np.uint32(seed & 0xFFFFFFFF),
                 np.uint32(seed >> 32),
-                np.uint64(counter),
+                counter,
             )
-            state[1] = counter + n
+            self.rt.launch(
+                self.rt.kernel("rng", _NAME[out.dtype], "advance"), 1, counter, np.uint64(n)
+            )
         return out

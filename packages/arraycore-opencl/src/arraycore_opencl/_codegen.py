@@ -571,7 +571,8 @@ static uint4 philox4x32_10(uint4 c, uint2 k) {
 
 
 def random_program(dt: str, all_dtypes: list[str]) -> str:
-    """``uniform``: Philox4x32-10 of (seed, counter + i), mapped to [0, 1)."""
+    """``uniform``: Philox4x32-10 of (seed, counter + i), mapped to [0, 1), the counter read
+    from the device; ``advance``: the counter moved on by ``n`` (one work-item)."""
     t = CTYPES[dt]
     if dt == "float64":
         value = "(double)(((ulong)(r.x >> 5) << 26) | (ulong)(r.y >> 6)) * 0x1.0p-53"
@@ -583,12 +584,16 @@ def random_program(dt: str, all_dtypes: list[str]) -> str:
         _PHILOX
         + f"""
 __kernel void uniform(const long n, __global {t}* out, const uint k0, const uint k1,
-                      const ulong ctr) {{
+                      __global const ulong* ctr) {{
     const long gid = get_global_id(0);
     if (gid >= n) return;
-    const ulong c = ctr + (ulong)gid;
+    const ulong c = ctr[0] + (ulong)gid;
     const uint4 r = philox4x32_10((uint4)((uint)c, (uint)(c >> 32), 0x5eedu, 0u), (uint2)(k0, k1));
     out[gid] = {value};
+}}
+
+__kernel void advance(__global ulong* ctr, const ulong n) {{
+    if (get_global_id(0) == 0) ctr[0] += n;
 }}
 """
     )

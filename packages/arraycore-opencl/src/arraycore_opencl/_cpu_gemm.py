@@ -450,14 +450,11 @@ def sum_slices(bk: OpenCLBackend, partial: OpenCLArray, out: OpenCLArray) -> Non
     """``out[...] = partial.sum(0)`` for a contiguous ``out`` (split-k products' last step)."""
     total = bk.reduce("sum", partial, (0,), False)  # contiguous, as ``out`` is
     size = out.dtype.itemsize
-    _cl().enqueue_copy(
-        bk.rt.queue,
-        out._buf,
-        total._buf,
-        dst_offset=out._offset * size,
-        src_offset=total._offset * size,
-        byte_count=out.size * size,
+    queue, dst, src = bk.rt.queue, out._buf, total._buf
+    offsets = dict(
+        dst_offset=out._offset * size, src_offset=total._offset * size, byte_count=out.size * size
     )
+    bk.rt.queued(lambda: _cl().enqueue_copy(queue, dst, src, **offsets), dst, src)
 
 
 def _split(panels: int, tiles_m: int, k: int, want: int) -> int:

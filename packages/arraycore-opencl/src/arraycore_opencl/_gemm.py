@@ -106,7 +106,12 @@ def gemm(
             _split_gemm(bk, (a2, at, lda), (b2, bt, ldb), out, rows, n, k, parts)
             return
         key = shape_key(name, rows, n, k, at, bt)
-        tuner.run(key, name, lambda: pyclblast.gemm(*args, **opts), q.finish)
+        bk.rt.queued(
+            lambda: tuner.run(key, name, lambda: pyclblast.gemm(*args, **opts), q.finish),
+            a2._buf,
+            b2._buf,
+            out._buf,
+        )
         return
     a = bk._contiguous(bk.broadcast_to(x1, (*batch, m, k)))
     b = bk._contiguous(bk.broadcast_to(x2, (*batch, k, n)))
@@ -137,7 +142,13 @@ def _strided_batch(
     kw = dict(opts, a_transp=at, b_transp=bt)
     kw.update(a_offset=a2._offset, b_offset=b2._offset, c_offset=c._offset)
     key = shape_key(name, m, n, k, at, bt, nb)
-    bk.rt.gemm_tuner().run(key, name, lambda: pyclblast.gemmStridedBatched(*args, **kw), q.finish)
+    tuner = bk.rt.gemm_tuner()
+    bk.rt.queued(
+        lambda: tuner.run(key, name, lambda: pyclblast.gemmStridedBatched(*args, **kw), q.finish),
+        a2._buf,
+        b2._buf,
+        c._buf,
+    )
 
 
 def _split_gemm(

@@ -12,6 +12,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from typing import Any
 
 import numpy as np
@@ -174,6 +175,11 @@ class DeviceRuntime:
         self.gemm_engine = gemm_engine(self.pieces)
         #: dtype -> (W, MR) of arraycore's GEMM kernels on this device (:mod:`._cpu_gemm`).
         self.gemm_sizes: dict[str, tuple[int, int]] = {}
+        #: The capture under way (:class:`arraycore_opencl._capture.Recording`), or None: while
+        #: it is set, launches and queued copies are recorded instead of enqueued.
+        self.recording: Any = None
+        #: the live captures' recordings (weak references): their pools' bytes count as used
+        self.capture_pools: list[Any] = []
 
     def gemm_tuner(self) -> Any:
         """The device's :class:`~arraycore_opencl._gemm_tuning.GemmTuner` (made on first use)."""
@@ -251,6 +257,9 @@ class DeviceRuntime:
 
     def launch_tiles(self, kernel: Any, tiles: tuple[int, int], *args: Any) -> None:
         """Run ``kernel`` over a ``tiles`` grid of work-groups of one work-item each."""
+        if self.recording is not None:
+            self.recording.launch(kernel, tiles, (1, 1), args)
+            return
         with self._launch_lock:
             kernel(self.queue, tiles, (1, 1), *args)
 
@@ -260,6 +269,9 @@ class DeviceRuntime:
         if cols <= 0 or rows <= 0:
             return
         ls = min(self.local_size, 1 << (cols - 1).bit_length())
+        if self.recording is not None:
+            self.recording.launch(kernel, (-(-cols // ls) * ls, rows), (ls, 1), args)
+            return
         with self._launch_lock:
             kernel(self.queue, (-(-cols // ls) * ls, rows), (ls, 1), *args)
 
@@ -268,23 +280,47 @@ class DeviceRuntime:
         if n <= 0:
             return
         ls = self.local_size
+        if self.recording is not None:
+            self.recording.launch(kernel, (-(-n // ls) * ls,), (ls,), args)
+            return
         with self._launch_lock:
             kernel(self.queue, (-(-n // ls) * ls,), (ls,), *args)
+
+    def queued(self, work: Any, *buffers: Any) -> None:
+        """Run ``work()``, a command that only queues device work on :attr:`queue` (a copy
+        between buffers, a fill, a CLBlast product) on ``buffers``; recorded while a capture
+        is under way (``buffers`` are what it reads and writes, kept alive with it)."""
+        if self.recording is not None:
+            self.recording.call(work, buffers)
+            return
+        work()
+
+    def refuse_while_recording(self, what: str) -> None:
+        """Raise ``CaptureUnsupported`` if a capture is under way: ``what`` (a host copy, a
+        wait) cannot be replayed."""
+        if self.recording is not None:
+            from arraycore.backend import CaptureUnsupported
+
+            raise CaptureUnsupported(f"{what} inside the captured work (it cannot be replayed)")
 
     # -- memory ------------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
         """A pooled buffer of at least ``nbytes`` (never zero bytes); tracks the peak."""
         buf = self.pool.allocate(max(int(nbytes), 8))
+        if self.recording is not None:
+            self.recording.private.add(buf.int_ptr)
         self._note_peak()
         return buf
 
     def upload(self, host: np.ndarray) -> Any:
-        """A new buffer holding the bytes of the C-contiguous, non-empty ``host``.
+        """A new buffer holding the bytes of the C-contiguous, non-empty ``host`` (refused
+        inside a capture: a replay would not copy the host's new values).
 
         It is created with the data (``COPY_HOST_PTR``) rather than written through the queue,
         so the copy neither waits for queued kernels nor adds a command to the queue; its bytes
         count in :meth:`used_bytes` until the buffer is freed.
         """
+        self.refuse_while_recording(f"a copy of a host array {host.shape} to the device")
         cl = _cl()
         flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
         buf = _upload_buffer_class()(self.context, flags, hostbuf=host.reshape(-1).view(np.uint8))
@@ -302,7 +338,12 @@ class DeviceRuntime:
             with self._stats_lock:
                 while self._freed_uploads:
                     self.upload_bytes -= self._freed_uploads.popleft()
-        return int(self.pool.active_bytes) + self.upload_bytes
+        captured = 0
+        if self.capture_pools:
+            live = [p for p in (ref() for ref in self.capture_pools) if p is not None]
+            self.capture_pools = [weakref.ref(p) for p in live]
+            captured = sum(int(r.pool.active_bytes) for r in live if r.pool is not self.pool)
+        return int(self.pool.active_bytes) + self.upload_bytes + captured
 
     def _note_peak(self) -> None:
         used = self.used_bytes()

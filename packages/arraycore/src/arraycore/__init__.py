@@ -37,7 +37,7 @@ from .protocol import ArrayNamespace
 
 if TYPE_CHECKING:
     from .protocol import InplaceFunctions, LinalgFunctions, NNFunctions, RandomFunctions
-from .backend import Backend, Device
+from .backend import Backend, Captured, CaptureUnsupported, Device
 from .errors import (
     BackendError,
     BackendMismatchError,
@@ -223,6 +223,8 @@ __all__ = [
     "BackendNotFoundError",
     "BackendNotInstalledError",
     "BackendUnavailableError",
+    "CaptureUnsupported",
+    "Captured",
     "Device",
     "PerformanceWarning",
     "Generator",

@@ -52,6 +52,7 @@ def backend_report() -> list[dict[str, Any]]:
             if devices:
                 xp = _registry.namespace(name)
                 row["host_functions"] = xp.__array_namespace_info__().host_functions()
+                row["capture"] = _capture_line(xp)
         except BackendError as exc:
             row["reason"] = str(exc)
         except Exception as exc:  # a broken third-party backend must not break `info`
@@ -61,6 +62,17 @@ def backend_report() -> list[dict[str, Any]]:
             )
         rows.append(row)
     return rows
+
+
+def _capture_line(xp: Any) -> str:
+    """Whether training steps on ``xp`` are captured and replayed (docs/capture.md), in words."""
+    try:
+        reason = xp.__array_namespace_info__().capture_support()
+    except Exception as exc:  # a broken third-party backend must not break `info`
+        return f"unknown ({type(exc).__name__}: {exc})"
+    if reason is None:
+        return "steps are captured once and replayed (nnlayers: NNLAYERS_CAPTURE=0 turns it off)"
+    return f"none, steps run call by call: {reason}"
 
 
 def info(stream: Any = None) -> int:
@@ -93,6 +105,8 @@ def info(stream: Any = None) -> int:
             print(f"    versions: {row['version']}", file=out)
         for dev in row["devices"]:
             print(f"    device {dev}", file=out)
+        if row.get("capture"):
+            print(f"    capture: {row['capture']}", file=out)
         if row.get("host_functions"):
             names = ", ".join(row["host_functions"])
             print(f"    runs on the host (docs/host-path.md): {names}", file=out)

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
+from . import _constants
 from .nn_shapes import (
     Window2d,
     check_output_shape,
@@ -723,31 +723,9 @@ def one_hot(xp: Namespace, indices: Array, num_classes: int, *, dtype: Any = Non
     if n > 0 and xp.iinfo(index_dtype).max < n - 1:
         index_dtype = xp.int64
         indices = xp.astype(indices, index_dtype)
-    classes = _classes(xp, n, index_dtype)
+    # made once per namespace: a step reading one-hot targets copies nothing from the host
+    classes = _constants.arange(xp, n, index_dtype)
     return xp.astype(xp.equal(xp.expand_dims(indices, axis=-1), classes), dtype)
-
-
-#: namespace -> {(n, dtype): arange(n)}: one_hot's class indices, made once per namespace, so
-#: that a training step reading one-hot targets copies nothing from the host (a device's
-#: ``arange`` may upload its values) and makes the same backend calls every step
-_CLASSES: weakref.WeakKeyDictionary[Any, dict[tuple[int, Any], Array]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _classes(xp: Namespace, n: int, dtype: Any) -> Array:
-    """``xp.arange(n, dtype=dtype)``, kept per namespace (read only by :func:`one_hot`)."""
-    try:
-        cache = _CLASSES.setdefault(xp, {})
-    except TypeError:  # a namespace that is no weak-referenceable object (a module)
-        return xp.arange(n, dtype=dtype)
-    key = (n, dtype)
-    found = cache.get(key)
-    if found is None:
-        if len(cache) >= 64:
-            cache.clear()
-        found = cache[key] = xp.arange(n, dtype=dtype)
-    return found
 
 
 def check_one_hot(op: str, isdtype: Any, indices: Array, num_classes: Any) -> int:

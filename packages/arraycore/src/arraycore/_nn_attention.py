@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from . import _constants
 from ._nn import Array, Namespace, check_float, softmax, softmax_backward
 
 #: From this many attention probabilities per call (16 MB in float32) the reference keeps each
@@ -156,8 +157,9 @@ def _scores(
             s += mask
     if causal:
         tq, tk = int(s.shape[-2]), int(s.shape[-1])
-        rows = xp.reshape(xp.arange(tq), (tq, 1))
-        s = xp.where(rows >= xp.reshape(xp.arange(tk), (1, tk)), s, -math.inf)
+        # made once per namespace: no host copy in the step (docs/capture.md)
+        rows = xp.reshape(_constants.arange(xp, tq), (tq, 1))
+        s = xp.where(rows >= xp.reshape(_constants.arange(xp, tk), (1, tk)), s, -math.inf)
     return s
 
 

@@ -624,6 +624,27 @@ class NamespaceInfo:
         """Start a new peak for :meth:`memory_stats`."""
         self._xp._backend.reset_memory_stats()
 
+    def capture_support(self) -> str | None:
+        """``None`` where :meth:`capture` can capture work on this device; else why not, in one
+        line (NumPy, OpenCL: every call runs as it comes).
+
+        >>> import arraycore
+        >>> arraycore.namespace("numpy").__array_namespace_info__().capture_support()
+        'the numpy backend does not capture work (it runs every call as it comes)'
+        """
+        return self._xp._backend.capture_support()
+
+    def capture(self, fn: Any) -> Any:
+        """Capture the device work of one call of ``fn()`` for replay (a CUDA graph on CUDA):
+        a :class:`arraycore.backend.Captured` whose ``replay()`` queues the work again and whose
+        ``result`` holds what ``fn`` returned, rewritten by each replay. ``fn`` must have run
+        eagerly first and make no host copy or synchronisation; where the backend or the work
+        cannot be captured this raises :class:`arraycore.CaptureUnsupported` with the reason.
+        See ``docs/capture.md``."""
+        if not callable(fn):
+            raise TypeError(f"capture: expected a function, got {type(fn).__name__}")
+        return self._xp._backend.capture(fn)
+
     def synchronize(self) -> None:
         """Wait until the device has finished the work queued so far: kernels on GPUs and
         OpenCL devices run after their calls return, so a timer read without this measures only

@@ -83,6 +83,31 @@ class DeviceNotFound(BackendUnavailable):
     """Raised by :meth:`Backend.select_device` when no device matches the selector."""
 
 
+class CaptureUnsupported(Exception):
+    """Raised by :meth:`Backend.capture` where work cannot be captured: the backend has no
+    capture (the default), or this piece of work does something a capture cannot hold (a host
+    copy, a synchronisation, a library call the device refuses under capture). The message says
+    why in one line; nothing of the work has run on the device."""
+
+
+class Captured:
+    """Work captured once by :meth:`Backend.capture`, to be replayed.
+
+    ``result`` is what the captured function returned: its arrays are the capture's own and
+    every :meth:`replay` writes them anew. ``replay()`` queues the captured work once more,
+    ordered after the work queued before it and before the work queued after it (no host
+    synchronisation). ``description`` is a line for reports (what was captured, how).
+    """
+
+    def __init__(
+        self, result: Any, replay: Callable[[], None], description: str = "", keep: Any = None
+    ) -> None:
+        self.result = result
+        self.replay = replay
+        self.description = description
+        self._keep = keep  # what the captured work reads and must outlive it (pools, buffers)
+
+
 class Backend(ABC):
     """Base class of every arraycore backend.
 
@@ -291,6 +316,27 @@ class Backend(ABC):
     def synchronize(self) -> None:
         """Wait until the device has finished the work queued so far (a no-op, the default,
         where every call returns only once its result is computed, as on the host)."""
+
+    # -- capture and replay (optional, protocol 2026.12) ----------------------------------------
+    def capture_support(self) -> str | None:
+        """``None`` where :meth:`capture` can capture work on this device, else why not in one
+        line (the default: this backend does not capture)."""
+        return f"the {self.name} backend does not capture work (it runs every call as it comes)"
+
+    def capture(self, fn: Callable[[], Any]) -> Captured:
+        """Call ``fn()`` once with its device work captured rather than run, and return a
+        :class:`Captured` that replays that work (a CUDA graph on the CUDA backend).
+
+        ``fn`` must have been run eagerly before (its kernels compiled, library plans built,
+        its state allocated), make no host copy and no synchronisation, and read and write
+        only arrays that outlive the capture. Its Python side effects happen once, now; its
+        device work happens at each replay, the first one included (the caller replays once
+        to take the captured step). Raise :class:`CaptureUnsupported` with the reason where
+        the work cannot be captured, leaving nothing queued; the default raises it always.
+        """
+        raise CaptureUnsupported(
+            self.capture_support() or f"the {self.name} backend cannot capture"
+        )
 
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:

@@ -50,7 +50,31 @@ def _training_case(index: int) -> Any:
     )
 
 
+def _dropout_mlp() -> Any:
+    """An MLP with dropout and an Adam whose rate follows a warm-up and a cosine: what the
+    benchmark networks lack (random masks, a schedule) and a captured step must replay."""
+    import nnlayers.expr as ex
+    from nnlayers.layers import Affine, Dropout, Sequential
+    from nnlayers.models import Model
+    from nnlayers.optim import AdamW
+    from nnlayers.optim.schedules import CosineDecay, Warmup
+
+    net = Sequential([Affine(32, activation="relu"), Dropout(0.5), Affine(10)], seed=0)
+    x = ex.placeholder((None, 20), name="x")
+    y = ex.placeholder((None,), "int64", name="y")
+    schedule = Warmup(CosineDecay(1e-3, total_steps=50), warmup_steps=2)
+    return Model(ex.softmax_cross_entropy(net(x), y), inputs=[x, y], optimizer=AdamW(schedule))
+
+
+def _dropout_batches(n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(5)
+    return [
+        (rng.standard_normal((16, 20), dtype=np.float32), rng.integers(0, 10, 16)) for _ in range(n)
+    ]
+
+
 CASES: dict[str, Any] = {
+    "dropout-mlp": (_dropout_mlp, _dropout_batches),
     **{key: (lambda c=c: c.build()[0], c.batches) for key, c in networks.BY_KEY.items()},
     "big-mlp": _training_case(0),
     "lenet": _training_case(1),
@@ -94,6 +118,7 @@ def test_a_training_step_is_capture_ready(device_xp: Any, key: str) -> None:
     build, make_batches = CASES[key]
     with arraycore.use(xp.name, device=xp.device.id):
         model = build()
+        model.capture = False  # the eager step itself is what is recorded here
         host_batches = make_batches(4)
         for batch in host_batches:  # checked on the host, as fit does with a feed's arrays
             model.check_data(*batch)

@@ -23,6 +23,7 @@ from ..graph.topo import topological_order
 from ..mixed_precision import LossScaler, Policy, as_policy, autocast
 from ..ops.math.comparison import astype
 from ..parameter import Parameter, trainable_version
+from .capture import StepCapture, capture_enabled
 
 Batch = Sequence[Any]
 _T = TypeVar("_T")
@@ -73,7 +74,12 @@ class Model:
         seed: int = 0,
         check_finite: bool = False,
         precision: Any = None,
+        capture: bool | None = None,
     ) -> None:
+        #: Whether steps are captured once and replayed where the backend can (CUDA graphs;
+        #: see :mod:`nnlayers.models.capture`); default ``$NNLAYERS_CAPTURE``, on.
+        self.capture = capture_enabled() if capture is None else bool(capture)
+        self._captures: dict[str, StepCapture | None] = {}
         self.inputs = list(inputs)
         for p in self.inputs:
             if not isinstance(p, Placeholder):
@@ -281,10 +287,24 @@ class Model:
                 "trainable, so there is nothing to train; unfreeze a layer "
                 "(layer.unfreeze() or layer.trainable = True)"
             )
+        capture = self._captures.get("train", False)
+        if capture is False:
+            capture = self._capture_for("train")
+        if capture is not None:
+            return capture.step(batch)
+        return self._train_step_eager(batch)
+
+    def _train_step_eager(self, batch: Batch) -> list[Any]:
+        return self._train_feeds(self._fill(batch))
+
+    def _train_feeds(self, feeds: dict[Any, Any]) -> list[Any]:
+        """:meth:`train_step`'s work on the graph's ``feeds``, call by call (what a captured
+        step records)."""
         # the last step's gradients are not kept through this one's forward pass (PyTorch's
         # zero_grad): a step's peak holds one set of gradients, not two
         self.graph.clear_gradients()
-        values = self.graph.forward(self._fill(batch))
+        values = self.graph.forward(feeds)
+        batch = [next(iter(feeds.values()))] if self.data_parallel is not None else []
         scaler = self.loss_scaler
         if scaler is None:
             self.graph.backward()
@@ -348,7 +368,49 @@ class Model:
 
     def test_step(self, batch: Batch) -> list[Any]:
         """Loss and metrics for one batch without keeping anything for backward."""
-        return self.graph.forward(self._fill(batch), keep_for_backward=False)  # type: ignore[no-any-return]
+        capture = self._captures.get("test", False)
+        if capture is False:
+            capture = self._capture_for("test")
+        if capture is not None:
+            return capture.step(batch)
+        return self._test_step_eager(batch)
+
+    def _test_step_eager(self, batch: Batch) -> list[Any]:
+        return self._test_feeds(self._fill(batch))
+
+    def _test_feeds(self, feeds: dict[Any, Any]) -> list[Any]:
+        return self.graph.forward(feeds, keep_for_backward=False)  # type: ignore[no-any-return]
+
+    def _capture_for(self, kind: str) -> StepCapture | None:
+        """The step capture of ``kind`` ("train" or "test"), or None where this backend
+        captures nothing (decided once per model)."""
+        if self.xp.__array_namespace_info__().capture_support() is not None:
+            found = None
+        else:
+            eager = self._train_feeds if kind == "train" else self._test_feeds
+            found = StepCapture(self, kind, eager)
+        self._captures[kind] = found
+        return found
+
+    @property
+    def capture_status(self) -> str:
+        """How this model's steps run, in a line or two: captured and replayed (how many
+        graphs, replays), or eagerly and why (see :mod:`nnlayers.models.capture`)."""
+        reason = self.xp.__array_namespace_info__().capture_support()
+        if reason is not None:
+            return f"steps run eagerly: {reason}"
+        lines = []
+        for kind in ("train", "test"):
+            found = self._captures.get(kind)
+            if found is not None:
+                lines.append(found.status)
+        if not lines:
+            return (
+                "steps will be captured after warm-up"
+                if self.capture
+                else "steps run eagerly: capture is off for this model"
+            )
+        return "; ".join(lines)
 
     # -- evaluation and prediction -------------------------------------------------------------
     def evaluate(self, data: Any, *more: Any, batch_size: int = 256) -> dict[str, float]:

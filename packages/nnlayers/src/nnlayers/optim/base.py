@@ -108,6 +108,7 @@ class Optimizer:
         self._buffers: dict[int, tuple[Array, dict[str, Array], Array]] = {}
         #: what the last step found, when it was plain (see :meth:`_repeat_updates`)
         self._plain: tuple[Any, ...] | None = None
+        self._version = 0
         self._namespace: tuple[Array, Any] | None = None
         #: the device scalars of the step being taken (``None`` on host backends and between
         #: steps; see :mod:`nnlayers.optim._scalars`)
@@ -152,6 +153,57 @@ class Optimizer:
         """Drop what steps looked up per parameter (rebound parameters, loaded state)."""
         self._buffers = {}
         self._plain = None
+        self._version = getattr(self, "_version", 0) + 1
+
+    # -- captured steps (nnlayers.models.capture) -------------------------------------------------
+    def _capture_key(self) -> tuple[Any, ...]:
+        """What a captured step of this optimiser depends on besides the arrays it reads: a
+        step captured under another key would replay stale settings or state."""
+        lr = self.lr
+        params = tuple(
+            (
+                id(p),
+                getattr(p, "lr_multiplier", None),
+                getattr(p, "weight_decay", None),
+                getattr(p, "trainable", True),
+            )
+            for p in self._params
+        )
+        rate = ("schedule", id(lr)) if callable(lr) else ("constant", float(lr))
+        return (id(self), self._version, rate, self.weight_decay, self.clip_norm, params)
+
+    def _host_counters(self) -> tuple[int, dict[int, int], dict[int, int | None]]:
+        """The step counts kept on the host: the optimiser's, each parameter's, and the host
+        copy of each device step counter."""
+        ats = {k: scalars._at for k, (_, scalars) in self._device_scalars.items()}
+        return self.step_count, dict(self._counts), ats
+
+    def _restore_host_counters(self, saved: tuple[Any, ...]) -> None:
+        """Undo a step whose device work never ran (a capture that failed): the host counts
+        as ``saved``, and every device step counter set again from them at the next step."""
+        self.step_count, counts, _ = saved
+        self._counts = dict(counts)
+        for _, scalars in self._device_scalars.values():
+            scalars._at = None
+        self._forget_buffers()
+
+    def _replayed(self, before: tuple[Any, ...], after: tuple[Any, ...]) -> None:
+        """A captured step ran once more on the device: count it on the host as the capture
+        counted it (from the counters ``before`` and ``after`` the captured step)."""
+        self.step_count += after[0] - before[0]
+        counts = self._counts
+        for key, count in after[1].items():
+            counts[key] = counts.get(key, 0) + count - before[1].get(key, 0)
+        for key, at in after[2].items():
+            found = self._device_scalars.get(key)
+            was = before[2].get(key)
+            if (
+                found is not None
+                and at is not None
+                and was is not None
+                and found[1]._at is not None
+            ):
+                found[1]._at += at - was
 
     # -- learning rate ------------------------------------------------------------------------
     @property

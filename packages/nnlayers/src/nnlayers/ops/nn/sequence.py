@@ -60,13 +60,23 @@ class ReverseSequence(Op):
         if lengths is None:
             return xp.flip(x, axis=1)
         steps = int(x.shape[1])
-        t = xp.reshape(xp.arange(steps, dtype=lengths.dtype), (1, steps))
+        t = self._positions(xp, steps, lengths.dtype)
         n = xp.reshape(xp.clip(lengths, 0, steps), (-1, 1))
         index = xp.where(t < n, n - 1 - t, t)  # (N, T): reversed inside, padding in place
         index = xp.reshape(index, (*index.shape, *(1,) * (x.ndim - 2)))
         # in [0, T) by construction: arraycore's check would only make a device wait
         with arraycore.checks(False, only="indices"):
             return xp.take_along_axis(x, xp.broadcast_to(index, x.shape), axis=1)
+
+    def _positions(self, xp: ArrayNamespace, steps: int, dtype: Any) -> Any:
+        """``arange(steps)`` as a row ``(1, T)``, made once per namespace, length and dtype:
+        a step makes no new one (a device's arange copies from the host; see capture.md)."""
+        cache: dict[Any, Any] = self.__dict__.setdefault("_position_rows", {})
+        key = (id(xp), steps, dtype)
+        found = cache.get(key)
+        if found is None or found[0] is not xp:
+            found = cache[key] = (xp, xp.reshape(xp.arange(steps, dtype=dtype), (1, steps)))
+        return found[1]
 
     def forward(self, xp: ArrayNamespace, x: Any, *lengths: Any) -> Any:
         return self._reverse(xp, x, lengths[0] if lengths else None)
