@@ -229,6 +229,6 @@ class Gemm:
         _check(status, "cublasGemmStridedBatchedEx")
 
     def close(self) -> None:
-        if self.handle:
+        if self.handle.value:
             self.lib.destroy(self.handle)
             self.handle = ctypes.c_void_p()

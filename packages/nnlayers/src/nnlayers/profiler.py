@@ -18,6 +18,15 @@ optimiser's ``step()`` is a row of its own (op ``optimizer``, phase ``update``).
 outside them (feeding, the plan's own code, the first call's compilation) is the wall time of
 the block less theirs. Timing each op adds a few
 microseconds per call, so profile for the shares, and time steps without it.
+
+Memory: on a backend that counts its arrays' bytes (``memory_stats()``: OpenCL, CUDA) the
+profile starts the backend's peak anew when the block begins (``reset_memory_stats()``), and
+:meth:`Profile.memory` (and the table's ``memory`` line) gives the peak reached in the block
+beside the planned peak of the plans that ran (:mod:`nnlayers.graph.memory`: the step's
+activations, residuals and gradients, worked out from each plan when asked, plus the
+parameters and inputs it reads). The measured figure also holds what no plan makes: the
+optimiser's state and scratch, kernels' workspaces (a convolution's im2col columns), feeds
+copied to the device, and any other array alive meanwhile.
 """
 
 from __future__ import annotations
@@ -27,9 +36,12 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Profile", "ProfileRow", "profile"]
+if TYPE_CHECKING:
+    from .graph.memory import MemoryPlan
+
+__all__ = ["Profile", "ProfileMemory", "ProfileRow", "profile"]
 
 _ACTIVE = threading.local()
 
@@ -50,6 +62,45 @@ class ProfileRow:
         return 1e6 * self.seconds / self.calls if self.calls else 0.0
 
 
+@dataclass(frozen=True)
+class ProfileMemory:
+    """The memory of a profiled block (:meth:`Profile.memory`): the backend's measured peak
+    beside the planned step peak of each plan that ran."""
+
+    measured_peak_bytes: int | None
+    """The most bytes the backend's arrays held at once in the block (everything on the
+    device); ``None`` on a backend that does not count them (NumPy)."""
+    start_bytes: int | None
+    """Bytes live when the block began (parameters, optimiser state, the last gradients,
+    data already there)."""
+    plans: tuple[tuple[str, MemoryPlan], ...]
+    """Each plan that ran in the block (``"training step, feeds 32x8, 32"``) and its planned
+    step (:class:`~nnlayers.graph.memory.MemoryPlan`)."""
+    backend: str = ""
+    """The backend whose memory was measured."""
+
+    @property
+    def planned_peak_bytes(self) -> int | None:
+        """The largest planned step peak of :attr:`plans` (the step's own arrays: parameters
+        and inputs excluded)."""
+        return max((p.peak_bytes for _, p in self.plans), default=None)
+
+    @property
+    def planned_total_bytes(self) -> int | None:
+        """The largest planned peak with the parameters and inputs the plan reads
+        (:attr:`~nnlayers.graph.memory.MemoryPlan.total_peak_bytes`): what
+        :attr:`measured_peak_bytes` compares with."""
+        return max((p.total_peak_bytes for _, p in self.plans), default=None)
+
+    @property
+    def ratio(self) -> float | None:
+        """``measured_peak_bytes / planned_total_bytes``, where both are known."""
+        measured, planned = self.measured_peak_bytes, self.planned_total_bytes
+        if measured is None or not planned:
+            return None
+        return measured / planned
+
+
 class Profile:
     """The op times collected by :func:`profile` (see the module docstring)."""
 
@@ -59,6 +110,11 @@ class Profile:
         self._rows: dict[tuple[int, int, str], ProfileRow] = {}
         self._plans: dict[int, Any] = {}  # id(graph) -> (graph, its plans for this profile)
         self._began: float | None = None
+        self._info: Any = None  # the backend's __array_namespace_info__() where it counts bytes
+        self._backend = ""
+        self._start_bytes: int | None = None
+        self._peak_bytes: int | None = None
+        self._ran: list[tuple[str, Any, bool]] = []  # (label, plan, training step) once ended
 
     # -- what the graph calls ------------------------------------------------------------------
     def plans_for(self, graph: Any) -> dict[tuple[Any, ...], Any]:
@@ -107,6 +163,92 @@ class Profile:
             return result
 
         return timed_synced
+
+    # -- memory ----------------------------------------------------------------------------------
+    def _start_memory(self) -> None:
+        """Start the backend's peak anew, where it counts its arrays' bytes."""
+        import arraycore
+
+        try:
+            xp = arraycore.namespace()
+            info = xp.__array_namespace_info__()
+            stats = info.memory_stats()
+        except arraycore.BackendError:
+            return
+        self._backend = xp.name
+        if stats is None or "peak_bytes" not in stats:
+            return
+        info.reset_memory_stats()
+        self._info = info
+        self._start_bytes = int(stats["used_bytes"])
+
+    def _measured_peak(self) -> int | None:
+        if self._info is None:
+            return None
+        if self._began is None:  # ended: the figure read then
+            return self._peak_bytes
+        return int(self._info.memory_stats()["peak_bytes"])
+
+    def _end_memory(self) -> None:
+        """Read the peak, and note the plans that ran (their memory is planned when asked)."""
+        if self._info is not None:
+            self._peak_bytes = int(self._info.memory_stats()["peak_bytes"])
+        self._ran = self._plans_ran()
+
+    def _plans_ran(self) -> list[tuple[str, Any, bool]]:
+        """``(label, plan, whether it ran a training step)`` for each plan of this profile
+        that ran (a generated function runs compiled once called: no per-step bookkeeping)."""
+        from .graph.plan import _FirstCall
+
+        ran = []
+        for _graph, plans in self._plans.values():
+            for key, plan in plans.items():
+                trained = not isinstance(plan._backward, _FirstCall)
+                if not trained and isinstance(plan._forward_eval, _FirstCall):
+                    if isinstance(plan._forward_train, _FirstCall):
+                        continue  # made, never run
+                    trained = True  # forward kept values for a backward pass
+                step = "training step" if trained else "evaluation step"
+                feeds = ", ".join("x".join(map(str, shape)) or "scalar" for shape in key)
+                ran.append((f"{step}, feeds {feeds or 'none'}", plan, trained))
+        return ran
+
+    def memory(self) -> ProfileMemory:
+        """The backend's measured peak in the block beside each plan's planned step peak (see
+        the module docstring); the plans' figures are worked out now, from the plans."""
+        ran = self._plans_ran() if self._began is not None else self._ran
+        plans = tuple((label, plan.memory_plan(trained)) for label, plan, trained in ran)
+        return ProfileMemory(self._measured_peak(), self._start_bytes, plans, self._backend)
+
+    def _memory_line(self) -> str | None:
+        """The table's memory line, or None where no plan ran."""
+        from .graph.memory import format_bytes
+
+        found = self.memory()
+        if not found.plans:
+            return None
+        label, plan = max(found.plans, key=lambda item: item[1].total_peak_bytes)
+        kinds = plan.peak_by_kind
+        parts = f"activations {format_bytes(kinds['activation'] + kinds['temporary'])}, "
+        parts += f"residuals {format_bytes(kinds['residual'])}"
+        if plan.train:
+            parts += f", gradients {format_bytes(kinds['gradient'])}"
+        planned = (
+            f"planned {format_bytes(plan.total_peak_bytes)} = step peak "
+            f"{format_bytes(plan.peak_bytes)} ({label}: {parts}) + parameters "
+            f"{format_bytes(plan.parameter_bytes)} + inputs {format_bytes(plan.input_bytes)}"
+        )
+        if plan.unknown_residuals:
+            planned += f", {len(plan.unknown_residuals)} residual(s) of unknown size not counted"
+        if found.measured_peak_bytes is None or found.start_bytes is None:
+            backend = f"the {found.backend} backend" if found.backend else "the backend"
+            return f"memory: {planned}; {backend} does not count its memory"
+        ratio = found.ratio
+        times = f"{ratio:.2f}x the " if ratio is not None else ""
+        return (
+            f"memory: measured peak {format_bytes(found.measured_peak_bytes)} ("
+            f"{format_bytes(found.start_bytes)} live at the start), {times}{planned}"
+        )
 
     # -- results ---------------------------------------------------------------------------------
     def rows(self, by: str = "op") -> list[ProfileRow]:
@@ -162,6 +304,9 @@ class Profile:
             f"{'outside the ops':<{name_width}}  {'':<8}  {'':>7}  {1e3 * outside:>10.3f}  "
             f"{'':>9}  {share:>6.1%}"
         )
+        memory = self._memory_line()
+        if memory is not None:
+            lines.append(memory)
         mode = "device waited for around each op" if self.sync else "host time only"
         lines.append(f"wall {1e3 * wall:.3f} ms ({mode})")
         return "\n".join(lines)
@@ -180,19 +325,25 @@ def active() -> Profile | None:
 
 
 @contextmanager
-def profile(*, sync: bool = True) -> Iterator[Profile]:
+def profile(*, sync: bool = True, memory: bool = True) -> Iterator[Profile]:
     """Time every op that compiled graphs run in this thread inside the block (see the module
     docstring). ``sync``: wait for the device around each op (its device time counted; the
-    default), or time the host's calls alone."""
+    default), or time the host's calls alone. ``memory``: measure the block's peak memory where
+    the backend counts it, starting its peak anew (``reset_memory_stats()``; on CUDA that hands
+    the pool's cached blocks back to the driver, so the block's first step allocates afresh:
+    ``memory=False`` times a warm pool, and reports the planned peak alone)."""
     if active() is not None:
         raise RuntimeError("profile: a profile is already collecting in this thread")
     prof = Profile(sync=sync)
+    if memory:
+        prof._start_memory()
     _ACTIVE.profile = prof
     prof._began = time.perf_counter()
     try:
         yield prof
     finally:
         prof.wall_seconds = time.perf_counter() - prof._began
-        prof._began = None
         _ACTIVE.profile = None
+        prof._end_memory()
+        prof._began = None
         prof._plans.clear()

@@ -47,6 +47,12 @@ How the rows come about:
   activation memory: the sum of every distinct layer output's size for one example (the
   leading ``None`` axis is the batch), with its dtype's item size. It is ``None`` when another
   size is known only when fed (a sequence length of ``None``).
+- ``batch_size=`` (models only) adds the planned memory of one training step and one
+  evaluation step at that batch size (:mod:`nnlayers.graph.memory`): the peak of the step's own
+  arrays, split into activations, residuals kept for backward and gradients, beside the
+  parameters and inputs, worked out from the model's compiled plan for that batch (which the
+  graph keeps for its first step; that plan makes one array, the backward seed). Residuals
+  whose size no spec tells (an LSTM's saved workspace) are named, counted as 0.
 - A :class:`~nnlayers.models.Model` that keeps the network it was built from
   (:class:`~nnlayers.Classifier`, :class:`~nnlayers.Regressor`: ``model.network``) is
   summarised layer by layer on its input placeholder; other models, and expressions, op by op
@@ -60,12 +66,13 @@ import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import ShapeError
 from .expr.node import Expr, Placeholder, infer_specs, placeholder
 from .expr.spec import Shape, Spec, format_shape
+from .graph.memory import MemoryPlan, format_bytes
 from .graph.topo import topological_order
 from .init import _SEEDS
 from .layers.base import Layer
@@ -153,6 +160,13 @@ class Summary(_Counts):
     batch axis is known only when fed."""
     depth: int
     """The deepest nesting shown."""
+    batch_size: int | None = None
+    """The batch size the step memory was planned for (``summary(model, batch_size=...)``)."""
+    training_memory: MemoryPlan | None = field(default=None, repr=False)
+    """The planned memory of one training step (forward, backward) at :attr:`batch_size`:
+    :attr:`~nnlayers.graph.memory.MemoryPlan.peak_bytes` and its parts; ``None`` unless asked."""
+    evaluation_memory: MemoryPlan | None = field(default=None, repr=False)
+    """The planned memory of one evaluation step (forward in the eval phase)."""
 
     @property
     def total_params(self) -> int:
@@ -202,9 +216,39 @@ class Summary(_Counts):
             f"({_bytes_text(total - trainable)})",
             f"Input per example: {_bytes_text(inputs)}",
             f"Layer outputs per example (forward): {_bytes_text(activations)}",
+            *self._memory_lines(),
             rule,
         ]
         return "\n".join(lines)
+
+    def _memory_lines(self) -> list[str]:
+        """The planned step memory's lines (none unless ``batch_size=`` was given)."""
+        lines = []
+        unknown: list[str] = []
+        for what, plan in (
+            ("training", self.training_memory),
+            ("evaluation", self.evaluation_memory),
+        ):
+            if plan is None:
+                continue
+            kinds = plan.peak_by_kind
+            parts = [
+                f"activations {format_bytes(kinds['activation'])}",
+                f"residuals {format_bytes(kinds['residual'])}",
+            ]
+            if plan.train:
+                parts.append(f"gradients {format_bytes(kinds['gradient'])}")
+            if kinds["temporary"]:
+                parts.append(f"temporaries {format_bytes(kinds['temporary'])}")
+            lines.append(
+                f"Planned {what} step, batch {self.batch_size}: peak "
+                f"{format_bytes(plan.peak_bytes)} ({', '.join(parts)}) + inputs "
+                f"{format_bytes(plan.input_bytes)}"
+            )
+            unknown += [u for u in plan.unknown_residuals if u not in unknown]
+        if unknown:
+            lines.append("Not counted (size unknown): " + "; ".join(unknown))
+        return lines
 
     __repr__ = __str__
 
@@ -216,6 +260,7 @@ def summary(
     input_dtype: Any = None,
     depth: int = 3,
     call_kwargs: Mapping[str, Any] | None = None,
+    batch_size: int | None = None,
 ) -> Summary:
     """A :class:`Summary` of a model, a layer, a function of an expression or an expression:
     each layer's output shape and parameter count, the totals (trainable and not, with their
@@ -232,6 +277,11 @@ def summary(
     print it, as Keras does. A layer whose output shape cannot be inferred raises
     :class:`~nnlayers.ShapeError` naming it and the layers around it.
 
+    ``batch_size`` (a model's only) adds the planned memory of a training step and of an
+    evaluation step at that batch size (:attr:`Summary.training_memory`,
+    :attr:`Summary.evaluation_memory`): peak bytes of the step's activations, residuals and
+    gradients, beside the parameters and inputs.
+
     >>> from nnlayers.layers import Affine, Sequential
     >>> s = summary(Sequential([Affine(32, activation="relu"), Affine(2)]), (4,))
     >>> s.total_params, [row.output_shape for row in s.rows]
@@ -241,13 +291,24 @@ def summary(
 
     if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
         raise ValueError(f"summary: depth must be a non-negative integer, got {depth!r}")
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1
+    ):
+        raise ValueError(f"summary: batch_size must be a positive integer, got {batch_size!r}")
     if isinstance(target, Model):
         if input_shape is not None or input_dtype is not None:
             raise ValueError(
                 f"summary: a {type(target).__name__} knows its input shapes; input_shape= and "
                 "input_dtype= are for layers and functions"
             )
-        return _summarise_model(target, depth, call_kwargs)
+        found = _summarise_model(target, depth, call_kwargs)
+        return found if batch_size is None else _with_memory(found, target, batch_size)
+    if batch_size is not None:
+        raise ValueError(
+            "summary: batch_size= plans the memory of a model's training and evaluation steps "
+            f"(its compiled graph); got {type(target).__name__}, so wrap it in a model "
+            "(nnlayers.Classifier(network, input_shape)) or leave out batch_size="
+        )
     if isinstance(target, Expr) or (
         isinstance(target, list | tuple) and target and all(isinstance(t, Expr) for t in target)
     ):
@@ -287,6 +348,19 @@ def _summarise_model(model: Any, depth: int, call_kwargs: Mapping[str, Any] | No
         # own ones are in its graph
     roots = [*model.outputs.values(), model.loss, *model.metrics.values()]
     return _summarise_graph(f"{name} (graph)", roots, everything, depth)
+
+
+def _with_memory(found: Summary, model: Any, batch_size: int) -> Summary:
+    """``found`` with the planned step memory of ``model``'s graph at ``batch_size``."""
+    graph = model.graph
+    plan = graph.specialise(batch_size=batch_size)
+    training = plan.memory_plan(train=True) if graph.wrt else None
+    return replace(
+        found,
+        batch_size=batch_size,
+        training_memory=training,
+        evaluation_memory=plan.memory_plan(train=False),
+    )
 
 
 def _make_inputs(target: Any, what: str, input_shape: Any, input_dtype: Any) -> list[Expr]:
@@ -611,11 +685,4 @@ def _count_text(row: SummaryRow) -> str:
 def _bytes_text(n: int | None) -> str:
     if n is None:
         return "unknown (a size other than the batch is known only when fed)"
-    if n < 1024:
-        return f"{n} B"
-    value = float(n)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.2f} {unit}"
+    return format_bytes(n)

@@ -34,6 +34,7 @@ from ..parameter import Parameter
 from . import debug
 from .analysis import analyse
 from .guard import check_source
+from .memory import MemoryPlan
 from .plan import Plan
 from .topo import topological_order
 
@@ -363,13 +364,22 @@ class Graph:
 
     # -- inspection --------------------------------------------------------------------------------
     def peak_memory(self, batch_size: int | None = None, train: bool | None = None) -> int:
-        """Peak bytes held during one step (forward, plus backward when training): see
-        :meth:`Plan.peak_memory`. Uses the last-run plan unless ``batch_size`` is given."""
+        """Peak bytes held during one step (forward, plus backward when training), parameters
+        and inputs included: :meth:`memory_plan`'s ``total_peak_bytes``. Uses the last-run plan
+        unless ``batch_size`` is given."""
+        return self.memory_plan(batch_size, train).total_peak_bytes
+
+    def memory_plan(self, batch_size: int | None = None, train: bool | None = None) -> MemoryPlan:
+        """The planned bytes of one step, step by step, with its peak and what it is made of
+        (activations, residuals, gradients; parameters and inputs beside them): see
+        :mod:`nnlayers.graph.memory`. The training step (forward, then backward) where the
+        graph trains (``train`` defaults to the train phase with something to differentiate),
+        else the evaluation step. Uses the last-run plan unless ``batch_size`` is given."""
         if batch_size is not None or not self._plans:
             plan = self.specialise(batch_size=batch_size)  # type: ignore[arg-type]
         else:
             plan = next(reversed(self._plans.values()))
-        return plan.peak_memory(self.training and bool(self.wrt) if train is None else train)
+        return plan.memory_plan(self.training and bool(self.wrt) if train is None else train)
 
     def dump(self) -> str:
         """The graph as text, one node a line, with shapes, dtypes and names."""

@@ -31,7 +31,7 @@ import itertools
 import linecache
 import weakref
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import arraycore
 from arraycore import ArrayNamespace
@@ -42,6 +42,9 @@ from ..ops.control import Alias
 from .analysis import Analysis
 from .fusion import fuse, fusion_enabled
 from .guard import check_specs_backward, check_specs_forward, guard_backward, guard_forward
+
+if TYPE_CHECKING:
+    from .memory import MemoryPlan
 
 ASSIGN, ADD, ADD_INPLACE, ADD_SLICE = 0, 1, 2, 3
 _PLAN_IDS = itertools.count()
@@ -456,38 +459,20 @@ class Plan:
         return lines
 
     # -- memory -----------------------------------------------------------------------------------
-    def peak_memory(self, train: bool = True) -> int:
-        """Peak bytes of the arrays this plan holds during one step (values, residuals, grads).
+    def memory_plan(self, train: bool = True) -> MemoryPlan:
+        """The bytes one step of this plan holds, step by step, and its peak: the training step
+        (``train``: forward keeping what backward reads, then backward) or the evaluation step.
+        Worked out from the step lists and specs when asked (nothing is kept, and a step costs
+        nothing more); see :mod:`nnlayers.graph.memory` for what is counted."""
+        from .memory import memory_plan
 
-        An estimate from the specs: views and in-place results count as full arrays, residuals
-        as one output-sized array, and temporaries inside a kernel are not seen.
-        """
-        a = self.analysis
-        nbytes = [s.nbytes for s in self.specs]
-        live = sum(nbytes[i] for i, node in enumerate(a.nodes) if node.op is None)
-        peak = live
-        steps = self.forward_steps_train if train else self.forward_steps_eval
-        for _fn, _ins, out, residual, frees in steps:
-            live += nbytes[out] * (2 if residual == 2 else 1)
-            peak = max(peak, live)
-            live -= sum(nbytes[j] for j in frees)
-        if not train:
-            return peak
-        live -= sum(nbytes[j] for j in self.release_after_train_forward)
-        live += nbytes[a.outputs[0]]
-        for _bwd, out, _read, _keep, actions, frees, clear, _, _ in self.backward_steps:
-            for _k, j, mode, _cast, _fn in actions:
-                if mode in (ASSIGN, ADD):
-                    live += nbytes[j]
-                peak = max(peak, live)
-                if mode == ADD:
-                    live -= nbytes[j]
-            if clear:
-                live -= nbytes[out]
-            if self.ops[out].has_residual:
-                live -= nbytes[out]
-            live -= sum(nbytes[j] for j in frees)
-        return peak
+        return memory_plan(self, train)
+
+    def peak_memory(self, train: bool = True) -> int:
+        """Peak bytes of the arrays held during one step, the parameters and inputs included:
+        :attr:`MemoryPlan.total_peak_bytes <nnlayers.graph.memory.MemoryPlan.total_peak_bytes>`
+        of :meth:`memory_plan`."""
+        return self.memory_plan(train).total_peak_bytes
 
 
 class _SourceLoader:

@@ -287,9 +287,8 @@ class Model:
                 "trainable, so there is nothing to train; unfreeze a layer "
                 "(layer.unfreeze() or layer.trainable = True)"
             )
-        capture = self._captures.get("train", False)
-        if capture is False:
-            capture = self._capture_for("train")
+        captures = self._captures
+        capture = captures["train"] if "train" in captures else self._capture_for("train")
         if capture is not None:
             return capture.step(batch)
         return self._train_step_eager(batch)
@@ -368,9 +367,8 @@ class Model:
 
     def test_step(self, batch: Batch) -> list[Any]:
         """Loss and metrics for one batch without keeping anything for backward."""
-        capture = self._captures.get("test", False)
-        if capture is False:
-            capture = self._capture_for("test")
+        captures = self._captures
+        capture = captures["test"] if "test" in captures else self._capture_for("test")
         if capture is not None:
             return capture.step(batch)
         return self._test_step_eager(batch)

@@ -104,7 +104,7 @@ class StepDecay(Schedule):
     def on_device(self, xp: Any, step: Any) -> Any:
         """See :meth:`Schedule.on_device`."""
         drops = xp.floor(xp.divide(step, float(self.step_size)))
-        return xp.multiply(xp.pow(self.gamma, drops), self.lr)
+        return xp.multiply(_power(xp, self.gamma, drops), self.lr)
 
 
 class ExponentialDecay(Schedule):
@@ -134,7 +134,7 @@ class ExponentialDecay(Schedule):
         exponent = xp.divide(step, float(self.decay_steps))
         if self.staircase:
             exponent = xp.floor(exponent)
-        return xp.multiply(xp.pow(self.gamma, exponent), self.lr)
+        return xp.multiply(_power(xp, self.gamma, exponent), self.lr)
 
 
 class CosineDecay(Schedule):
@@ -163,8 +163,9 @@ class CosineDecay(Schedule):
     def on_device(self, xp: Any, step: Any) -> Any:
         """See :meth:`Schedule.on_device` (past ``total_steps`` the angle stays at pi)."""
         total = float(self.total_steps)
-        angle = xp.multiply(xp.divide(xp.minimum(step, total), total), math.pi)
-        cosine = xp.multiply(xp.add(xp.cos(angle), 1.0), 0.5)
+        # (1 + cos(a)) / 2 as cos(a / 2)**2: no cancellation near the end, where it is small
+        half = xp.multiply(xp.divide(xp.minimum(step, total), total), math.pi / 2)
+        cosine = xp.square(xp.cos(half))
         return xp.add(xp.multiply(cosine, self.lr - self.min_lr), self.min_lr)
 
 
@@ -241,6 +242,15 @@ class Scaled(Schedule):
         if base is None:
             return None
         return xp.maximum(xp.multiply(base, self.factor), xp.minimum(base, self.min_lr))
+
+
+def _power(xp: Any, base: float, exponent: Any) -> Any:
+    """``base ** exponent`` for a host ``base >= 0`` and a device ``exponent >= 0``, as
+    ``exp(exponent * log(base))`` with the log taken on the host in float64 (a ``pow`` of
+    ``base`` rounded to float32 errs by ``exponent`` times its rounding)."""
+    if base == 0.0:
+        return xp.where(xp.equal(exponent, 0.0), 1.0, 0.0)
+    return xp.exp(xp.multiply(exponent, math.log(base)))
 
 
 def device_rate(lr: LearningRate, xp: Any, step: Any) -> Any:
