@@ -101,10 +101,11 @@ FIXTURES: dict[str, list[Distribution]] = {
 }
 
 #: What a package's tests install besides its own fixtures: the offline GPU verification checks
-#: nnlayers too, and OpenCL's host/device tests need a second device backend (the tiny one), as
+#: nnlayers too (and rehearses its capture check on OpenCL), and OpenCL's host/device tests need a second device backend (the tiny one), as
 #: do nnlayers' capture-readiness tests (steps recorded on a backend of primitives only).
 TEST_SIBLINGS: dict[str, list[Distribution]] = {
-    "arraycore-cuda": [PACKAGES["nnlayers"]],
+    # the capture check is rehearsed on OpenCL (PoCL) where there is no GPU
+    "arraycore-cuda": [PACKAGES["nnlayers"], PACKAGES["arraycore-opencl"]],
     "arraycore-opencl": FIXTURES["arraycore"],
     "nnlayers": FIXTURES["arraycore"],
 }

@@ -347,3 +347,36 @@ def test_profile_stage_reads_the_costliest_op_of_each_case() -> None:
     assert not rest and case.startswith("GRU language model")
     assert top in ("gru_sequence backward", "gru_sequence forward"), run.stdout
     assert verify.profile_tops("no tables here") == []
+
+
+def test_the_capture_check_rehearses_on_opencl(tmp_path) -> None:
+    """The GPU's capture check (``verify.py --only capture``) runs its backend-independent part
+    here, for real, on OpenCL (PoCL): random numbers and optimiser scalars under replay, the
+    aliasing check, and two networks captured against eager; the CUDA-only tests say why they
+    are skipped. A check that cannot run here cannot be trusted to run on the GPU node."""
+    import importlib.util
+
+    if importlib.util.find_spec("arraycore_opencl") is None:
+        pytest.skip("arraycore-opencl is not installed here")
+    try:
+        arraycore.namespace("opencl")
+    except arraycore.BackendError as exc:
+        pytest.skip(f"no OpenCL device here: {exc}")
+    bench = Path(__file__).resolve().parents[2] / "nnlayers" / "benchmarks"
+    out = tmp_path / "capture.json"
+    cmd = [sys.executable, "-m", "arraycore_cuda.capture_check", "--benchmarks", str(bench)]
+    cmd += ["--json", str(out), "--backend", "opencl", "--quick", "--cases", "small-mlp,lstm"]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert {k: v["status"] for k, v in data["risks"].items()} == {
+        "gemm": "skipped",
+        "cupy-refuses-cublas": "skipped",
+        "cudnn": "skipped",
+        "rng": "passed",
+        "scalars": "passed",
+        "alias": "passed",
+    }
+    assert [v["status"] for v in data["networks"].values()] == ["passed", "passed"]
+    assert set(data["timing"]) == {"small-mlp", "lstm"}
+    assert "| small-mlp |" in data["table"]

@@ -15,6 +15,10 @@ its path. The stages, each with its own timeout, none stopping the others:
 ``versions``    driver, GPU, CuPy, libcudnn, cudnn-frontend, PyTorch and our own versions
 ``imports``     every module of arraycore, arraycore_cuda and nnlayers imports
 ``info``        ``python -m arraycore info`` reports the cuda backend usable (GPU)
+``capture``     captured training steps (``arraycore_cuda.capture_check``): the risk tests (the
+                capturable cuBLAS product, cuDNN captured, random numbers, optimiser scalars,
+                aliasing), every benchmark network captured against eager, and step time and
+                memory against PyTorch eager and PyTorch with CUDA graphs, one table (GPU)
 ``cuda-tests``  the arraycore-cuda package's tests (GPU)
 ``conformance``, ``conformance-no-cudnn``, ``conformance-primitives``  the conformance kit on
                 cuda, also with ``ARRAYCORE_CUDNN=0`` and ``ARRAYCORE_CUDA_OVERRIDES=none`` (GPU)
@@ -62,6 +66,7 @@ DEMO_TOLERANCE_POINTS = 0.5
 BENCH_TARGET = 1.1
 GPU_STAGES = (
     "info",
+    "capture",
     "cuda-tests",
     "conformance",
     "conformance-no-cudnn",
@@ -93,6 +98,7 @@ TIMEOUTS = {
     "versions": 120,
     "imports": 180,
     "info": 120,
+    "capture": 360,
     "cuda-tests": 300,
     "conformance": 300,
     "conformance-no-cudnn": 240,
@@ -405,6 +411,38 @@ def stage_nnlayers(ctx: core.Context, timeout: float) -> core.Result:
 ACCURACY = re.compile(r"held-out accuracy ([0-9.]+)%")
 
 
+def stage_capture(ctx: core.Context, timeout: float) -> core.Result:
+    """``arraycore_cuda.capture_check`` on cuda: risks, networks captured against eager, times
+    against PyTorch eager and graphed (its table goes into the summary's details)."""
+    bench = core.repo_path(ctx, "packages", "nnlayers", "benchmarks")
+    if bench is None:
+        return core.no_checkout("packages/nnlayers/benchmarks")
+    result = ctx.out / "capture.json"
+    result.unlink(missing_ok=True)
+    cmd = [ctx.python, "-m", "arraycore_cuda.capture_check", "--benchmarks", str(bench)]
+    cmd += ["--json", str(result), "--steps", "50" if ctx.quick else "200"]
+    run = ctx.run("capture", cmd, timeout, ARRAYCORE_BACKEND="cuda")
+    if not result.is_file():
+        return core.outcome(run, False, f"no results written: {core.tail(run.output, 5)}")
+    data = json.loads(result.read_text(encoding="utf-8"))
+    counts: dict[str, dict[str, int]] = {}
+    bad = []
+    for group in ("risks", "networks", "timing"):
+        for name, found in data.get(group, {}).items():
+            counts.setdefault(group, {}).setdefault(found["status"], 0)
+            counts[group][found["status"]] += 1
+            if found["status"] in ("failed", "error"):
+                bad.append(f"{group}/{name}: {found.get('detail', '')[:120]}")
+    summary = "; ".join(
+        f"{group} " + ", ".join(f"{n} {s}" for s, n in sorted(c.items()))
+        for group, c in counts.items()
+    )
+    if bad:
+        summary += "; " + "; ".join(bad[:4])
+    ok = run.rc == 0 and not bad
+    return core.outcome(run, ok, summary, capture=data, table=data.get("table", ""))
+
+
 def stage_demo(ctx: core.Context, timeout: float) -> core.Result:
     """The digits demo on numpy, then on cuda; the accuracies differ by at most 0.5 points."""
     found: dict[str, Any] = {}
@@ -527,6 +565,7 @@ STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "versions": stage_versions,
     "imports": stage_imports,
     "info": stage_info,
+    "capture": stage_capture,
     "cuda-tests": stage_cuda_tests,
     "conformance": conformance_stage("conformance"),
     "conformance-no-cudnn": conformance_stage("conformance-no-cudnn", ARRAYCORE_CUDNN="0"),
