@@ -23,12 +23,11 @@ The pattern (``../shared/research/cuda-graphs.md``, section 1; PyTorch's ``torch
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import weakref
 from typing import Any
 
-from arraycore.backend import Captured, CaptureUnsupported
+from arraycore.backend import Captured, CaptureUnsupported, env_switch
 
 from . import _cublas
 
@@ -38,12 +37,7 @@ ENV_GRAPHS = "ARRAYCORE_CUDA_GRAPHS"
 
 def graphs_enabled() -> bool:
     """Whether ``$ARRAYCORE_CUDA_GRAPHS`` leaves capture on (the default)."""
-    value = os.environ.get(ENV_GRAPHS, "").strip().lower()
-    if value in ("", "1", "on", "true", "yes"):
-        return True
-    if value in ("0", "off", "false", "no", "none"):
-        return False
-    raise ValueError(f"${ENV_GRAPHS} must be 1 or 0, got {value!r}")
+    return env_switch(ENV_GRAPHS)
 
 
 def _one_line(exc: BaseException) -> str:

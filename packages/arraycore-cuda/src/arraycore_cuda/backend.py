@@ -47,6 +47,7 @@ from arraycore.backend import (
     Key,
     Shape,
     check_fuse_args,
+    env_switch,
 )
 from arraycore.backend import UNARY_OPS as _UNARY
 
@@ -544,12 +545,7 @@ def override_table(cp: Any, index: int) -> dict[str, Callable[..., Any]]:
 # -- nn kernels and cuDNN ----------------------------------------------------------------------------
 def cudnn_enabled() -> bool:
     """Whether ``$ARRAYCORE_CUDNN`` leaves cuDNN on (the default, where it is installed)."""
-    value = os.environ.get(ENV_CUDNN, "").strip().lower()
-    if value in ("", "1", "on", "true", "yes"):
-        return True
-    if value in ("0", "off", "false", "no", "none"):
-        return False
-    raise ValueError(f"${ENV_CUDNN} must be 1 or 0, got {value!r}")
+    return env_switch(ENV_CUDNN)
 
 
 @functools.cache

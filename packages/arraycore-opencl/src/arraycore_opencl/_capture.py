@@ -24,12 +24,11 @@ Measured on PoCL (2-core Xeon, one thread, 2026-12-01): see ``docs/capture.md``.
 
 from __future__ import annotations
 
-import os
 import weakref
 from collections.abc import Callable
 from typing import Any
 
-from arraycore.backend import Captured, CaptureUnsupported
+from arraycore.backend import Captured, CaptureUnsupported, env_switch
 
 from . import _runtime
 
@@ -39,12 +38,9 @@ ENV_CAPTURE = "ARRAYCORE_OPENCL_CAPTURE"
 
 def support() -> str | None:
     """``None`` where capture is on (the default), else why not."""
-    value = os.environ.get(ENV_CAPTURE, "").strip().lower()
-    if value in ("", "1", "on", "true", "yes"):
+    if env_switch(ENV_CAPTURE):
         return None
-    if value in ("0", "off", "false", "no", "none"):
-        return f"capture is off on OpenCL (${ENV_CAPTURE}=0)"
-    raise ValueError(f"${ENV_CAPTURE} must be 1 or 0, got {value!r}")
+    return f"capture is off on OpenCL (${ENV_CAPTURE}=0)"
 
 
 class Recording:

@@ -21,6 +21,7 @@ See ``packages/arraycore/docs/backends.md`` for a walk-through.
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -366,6 +367,24 @@ def check_fuse_args(fn: Any, scalar_operands: Any) -> None:
         )
 
 
+# -- for settings in the environment -------------------------------------------------------------
+_ON = ("", "1", "on", "true", "yes")
+_OFF = ("0", "off", "false", "no", "none")
+
+
+def env_switch(variable: str) -> bool:
+    """Whether the on/off setting ``$variable`` is on: unset, ``1``/``on``/``true``/``yes`` (on,
+    the default) or ``0``/``off``/``false``/``no``/``none`` (off), any case; anything else is a
+    ``ValueError`` naming the variable. Backends read their switches with it (the CUDA backend's
+    ``ARRAYCORE_CUDNN``, capture's ``ARRAYCORE_CUDA_GRAPHS``), so every switch reads alike."""
+    value = os.environ.get(variable, "").strip().lower()
+    if value in _ON:
+        return True
+    if value in _OFF:
+        return False
+    raise ValueError(f"${variable} must be 1 or 0, got {value!r}")
+
+
 # -- for backends' own nn kernels -----------------------------------------------------------------
 # A backend that overrides ``nn.*`` checks its arguments and lays out its windows exactly as the
 # reference kernels do (same errors, same output sizes) with these helpers.
@@ -387,6 +406,8 @@ __all__ = [
     "Array",
     "Backend",
     "BackendUnavailable",
+    "CaptureUnsupported",
+    "Captured",
     "ELEMENTWISE",
     "Device",
     "DeviceNotFound",
@@ -398,6 +419,7 @@ __all__ = [
     "check_fuse_args",
     "check_output_shape",
     "dtype_name",
+    "env_switch",
     "conv_transpose_window",
     "conv_window",
     "kernel_expression",

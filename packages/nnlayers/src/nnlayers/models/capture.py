@@ -25,7 +25,6 @@ off.
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ import numpy as np
 
 import arraycore
 from arraycore import PerformanceWarning
+from arraycore.backend import env_switch
 
 from .. import profiler
 from ..parameter import trainable_version
@@ -49,12 +49,7 @@ MAX_GRAPHS = 4
 
 def capture_enabled() -> bool:
     """Whether ``$NNLAYERS_CAPTURE`` leaves capture on (the default)."""
-    value = os.environ.get(ENV_CAPTURE, "").strip().lower()
-    if value in ("", "1", "on", "true", "yes", "auto"):
-        return True
-    if value in ("0", "off", "false", "no", "none"):
-        return False
-    raise ValueError(f"${ENV_CAPTURE} must be 1 or 0, got {value!r}")
+    return env_switch(ENV_CAPTURE)
 
 
 class _Entry:

@@ -287,14 +287,17 @@ class Model:
                 "trainable, so there is nothing to train; unfreeze a layer "
                 "(layer.unfreeze() or layer.trainable = True)"
             )
+        return self._step("train", batch)
+
+    def _step(self, kind: str, batch: Batch) -> list[Any]:
+        """A ``kind`` ("train" or "test") step on ``batch``: replayed where this backend
+        captures and the step is captured, else eager."""
         captures = self._captures
-        capture = captures["train"] if "train" in captures else self._capture_for("train")
+        capture = captures[kind] if kind in captures else self._capture_for(kind)
         if capture is not None:
             return capture.step(batch)
-        return self._train_step_eager(batch)
-
-    def _train_step_eager(self, batch: Batch) -> list[Any]:
-        return self._train_feeds(self._fill(batch))
+        feeds = self._fill(batch)
+        return self._train_feeds(feeds) if kind == "train" else self._test_feeds(feeds)
 
     def _train_feeds(self, feeds: dict[Any, Any]) -> list[Any]:
         """:meth:`train_step`'s work on the graph's ``feeds``, call by call (what a captured
@@ -367,14 +370,7 @@ class Model:
 
     def test_step(self, batch: Batch) -> list[Any]:
         """Loss and metrics for one batch without keeping anything for backward."""
-        captures = self._captures
-        capture = captures["test"] if "test" in captures else self._capture_for("test")
-        if capture is not None:
-            return capture.step(batch)
-        return self._test_step_eager(batch)
-
-    def _test_step_eager(self, batch: Batch) -> list[Any]:
-        return self._test_feeds(self._fill(batch))
+        return self._step("test", batch)
 
     def _test_feeds(self, feeds: dict[Any, Any]) -> list[Any]:
         return self.graph.forward(feeds, keep_for_backward=False)  # type: ignore[no-any-return]

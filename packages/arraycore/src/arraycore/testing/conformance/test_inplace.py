@@ -262,10 +262,15 @@ def _momentum_chain(xp: Any) -> Any:
     return update
 
 
+@pytest.mark.parametrize("scalars", ["python", "0-d arrays"])
 @pytest.mark.parametrize("dtype_name", ["float32", "float64"])
-def test_fuse_with_scalar_operands_equals_the_eager_chain(xp: Any, dtype_name: str) -> None:
+def test_fuse_with_scalar_operands_equals_the_eager_chain(
+    xp: Any, dtype_name: str, scalars: str
+) -> None:
     """What the CUDA backend fuses into one kernel: the same numbers as the plain calls, call
-    after call with new scalars (the promise kept)."""
+    after call with new scalars (the promise kept). The scalars are Python numbers, or 0-d
+    arrays of the chain's dtype (an optimiser's learning rate kept on the device) with new
+    values written into the same arrays, which the chain leaves as they were."""
     if dtype_name not in acst.device_dtypes(xp):
         pytest.skip(f"the device of backend {getattr(xp, 'name', xp)!r} has no {dtype_name}")
     rng = np.random.default_rng(3)
@@ -275,35 +280,17 @@ def test_fuse_with_scalar_operands_equals_the_eager_chain(xp: Any, dtype_name: s
     eager_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
     fused = xp.inplace.fuse(_momentum_chain(xp), scalar_operands=True)
     eager = _momentum_chain(xp)
-    for mu, lr in ((0.9, 0.1), (0.5, 0.01)):
-        fused(*(fused_args[k] for k in names), mu, 1.0 - mu, lr)
-        eager(*(eager_args[k] for k in names), mu, 1.0 - mu, lr)
+    held = [xp.asarray(np.asarray(0.0, dtype=dtype_name)) for _ in range(2)]
+    for mu, lr in ((0.9, 0.1), (0.5, 0.01), (0.25, 0.3)):
+        given: tuple[Any, Any] = (mu, lr)
+        if scalars != "python":
+            for value, array in zip(given, held, strict=True):
+                xp.inplace.fill(value, out=array)
+            given = (held[0], held[1])
+        fused(*(fused_args[k] for k in names), given[0], 1.0 - mu, given[1])
+        eager(*(eager_args[k] for k in names), given[0], 1.0 - mu, given[1])
         for k in names:
             assert_close(fused_args[k], to_host(eager_args[k]), scale=4, err_msg=k)
-
-
-@pytest.mark.parametrize("dtype_name", ["float32", "float64"])
-def test_fuse_takes_0d_arrays_as_scalar_operands(xp: Any, dtype_name: str) -> None:
-    """0-d arrays of the chain's dtype in a scalar's place (an optimiser's learning rate kept on
-    the device): the same numbers as the plain calls, step after step with new values written
-    into the same 0-d arrays, and the 0-d arrays left as they were."""
-    if dtype_name not in acst.device_dtypes(xp):
-        pytest.skip(f"the device of backend {getattr(xp, 'name', xp)!r} has no {dtype_name}")
-    rng = np.random.default_rng(4)
-    host = {k: rng.standard_normal((5, 41)).astype(dtype_name) for k in ("value", "grad", "v")}
-    names = ("value", "grad", "v")
-    fused_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
-    eager_args = {k: xp.asarray(a.copy()) for k, a in host.items()}
-    fused = xp.inplace.fuse(_momentum_chain(xp), scalar_operands=True)
-    eager = _momentum_chain(xp)
-    mu = xp.asarray(np.asarray(0.9, dtype=dtype_name))
-    lr = xp.asarray(np.asarray(0.1, dtype=dtype_name))
-    for new_mu, new_lr in ((0.9, 0.1), (0.5, 0.01), (0.25, 0.3)):
-        xp.inplace.fill(new_mu, out=mu)
-        xp.inplace.fill(new_lr, out=lr)
-        fused(*(fused_args[k] for k in names), mu, 1.0 - new_mu, lr)
-        eager(*(eager_args[k] for k in names), mu, 1.0 - new_mu, lr)
-        for k in names:
-            assert_close(fused_args[k], to_host(eager_args[k]), scale=4, err_msg=k)
-        assert float(to_host(lr)) == float(np.asarray(new_lr, dtype=dtype_name))
-        assert float(to_host(mu)) == float(np.asarray(new_mu, dtype=dtype_name))
+        if scalars != "python":
+            for value, array in zip((mu, lr), held, strict=True):
+                assert float(to_host(array)) == float(np.asarray(value, dtype=dtype_name))
