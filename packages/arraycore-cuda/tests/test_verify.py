@@ -380,3 +380,57 @@ def test_the_capture_check_rehearses_on_opencl(tmp_path) -> None:
     assert [v["status"] for v in data["networks"].values()] == ["passed", "passed"]
     assert set(data["timing"]) == {"small-mlp", "lstm"}
     assert "| small-mlp |" in data["table"]
+
+
+def test_the_opencl_stages_say_in_one_line_that_nvidia_opencl_is_absent(tmp_path) -> None:
+    """Without NVIDIA's OpenCL library (this machine), each OpenCL stage is 'not run' with the
+    places searched, and nothing is written for the loader."""
+    from arraycore_cuda import _verify_opencl as ocl
+
+    library, how = ocl.find_library()
+    if library is not None:
+        pytest.skip(f"this machine has NVIDIA's OpenCL library ({library})")
+    for folder in ("ldconfig -p", "/usr/local/nvidia/lib64", "/etc/OpenCL/vendors/nvidia.icd"):
+        assert folder in how
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--no-wheelhouse", "--only",
+         "opencl-probe,opencl-kit"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    stages = json.loads((out / "report.json").read_text())["stages"]
+    for name in ("opencl-probe", "opencl-kit"):
+        assert stages[name]["status"] == "not run", run.stdout
+        assert stages[name]["summary"].startswith("no NVIDIA OpenCL library on this node (")
+    assert not (out / "opencl-vendors").exists()
+
+
+def test_the_opencl_probe_runs_on_a_given_library_through_ocl_icd_vendors(tmp_path) -> None:
+    """Rehearsed on PoCL: the probe writes a vendor file naming the library by absolute path,
+    reaches the device through OCL_ICD_VENDORS alone and reports it and an SGEMM."""
+    import importlib.util
+
+    from arraycore_cuda import _verify_opencl as ocl
+
+    if importlib.util.find_spec("arraycore_opencl") is None:
+        pytest.skip("arraycore-opencl is not installed here")
+    listing = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    found = [ln.split("=>")[1].strip() for ln in listing.stdout.splitlines() if "libpocl.so" in ln]
+    if not found:
+        pytest.skip("no PoCL here to rehearse the OpenCL stages on")
+    out = tmp_path / "report"
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--out", str(out), "--no-wheelhouse", "--only",
+         "opencl-probe", "--opencl-library", found[0], "--quick"],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "OPENCL_VENDOR_PATH": str(tmp_path / "nothing-here")},
+    )  # fmt: skip
+    stage = json.loads((out / "report.json").read_text())["stages"]["opencl-probe"]
+    assert stage["status"] == "passed", (stage, run.stdout[-1500:], run.stderr[-1500:])
+    assert (out / "opencl-vendors" / "given.icd").read_text().strip() == str(
+        Path(found[0]).resolve()
+    )
+    device = stage["opencl"]["platforms"][0]["devices"][0]
+    assert device["compute_units"] > 0 and "fp64" in device
+    assert stage["opencl"]["sgemm"]["rel_err"] < 1e-4
+    assert tuple(ocl.STAGE_FUNCTIONS) == ocl.STAGES

@@ -97,6 +97,10 @@ class Context:
     logs: list[str] = field(default_factory=list)
     #: pytest-xdist workers per pytest stage (stages run side by side on a many-core node)
     workers: dict[str, int] = field(default_factory=dict)
+    #: an OpenCL ICD library for the OpenCL stages other than NVIDIA's (``--opencl-library``)
+    opencl_library: str | None = None
+    #: whether the node's Python has pytest-xdist (the OpenCL test stages use its workers)
+    xdist: bool = False
 
     def env(self, **extra: str) -> dict[str, str]:
         env = dict(os.environ)

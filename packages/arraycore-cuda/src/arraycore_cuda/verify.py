@@ -25,6 +25,10 @@ its path. The stages, each with its own timeout, none stopping the others:
 ``nnlayers``    the nnlayers test suite with ``ARRAYCORE_BACKEND=cuda`` (GPU)
 ``demo``        the digits demo on numpy and on cuda: accuracies within 0.5 points (GPU)
 ``bench``       the training-step benchmark, nnlayers[cuda] against PyTorch on the same GPU (GPU)
+``opencl-probe``, ``opencl-kit``, ``opencl-nnlayers``, ``opencl-demo``, ``opencl-bench``  the
+                OpenCL backend on the node's NVIDIA OpenCL driver, found and named to the ICD
+                loader by ``OCL_ICD_VENDORS`` (``_verify_opencl.py``; ``--opencl-library``
+                rehearses them on another OpenCL, PoCL's)
 
 It writes ``report.md`` and ``report.json`` (versions, pass/fail/skip counts, failing tests,
 timings, ratios) and one log per stage into the ``--out`` folder. Exit status: 0 when every stage
@@ -53,8 +57,10 @@ from typing import Any
 
 if __package__:  # python -m arraycore_cuda.verify
     from . import _verify_core as core
+    from . import _verify_opencl as opencl
 else:  # python3 .../arraycore_cuda/verify.py, before anything is installed
     import _verify_core as core  # type: ignore[import-not-found,no-redef]
+    import _verify_opencl as opencl  # type: ignore[import-not-found,no-redef]
 
 #: The wheelhouse's manifest, written by ``nox -s wheelhouse`` beside the wheels.
 MANIFEST = "wheelhouse.json"
@@ -108,6 +114,7 @@ TIMEOUTS = {
     "bench": 420,
     "bench-networks": 540,
     "profile": 300,
+    **opencl.TIMEOUTS,
 }
 
 
@@ -207,9 +214,12 @@ def stage_install(ctx: core.Context, timeout: float) -> core.Result:
     manifest = json.loads((ctx.wheelhouse / MANIFEST).read_text(encoding="utf-8"))
     shutil.rmtree(ctx.site, ignore_errors=True)
     ctx.site.mkdir(parents=True)
-    chosen, kept = [], []
+    chosen, kept, opencl_wheels = [], [], []
     for entry in manifest["wheels"]:
-        if entry["role"] == "ours" or not importable(ctx, entry["import"]):
+        if entry["role"] == "opencl":  # the OpenCL backend's: installed apart, below
+            if entry["project"] == "arraycore-opencl" or not importable(ctx, entry["import"]):
+                opencl_wheels.append(ctx.wheelhouse / entry["file"])
+        elif entry["role"] == "ours" or not importable(ctx, entry["import"]):
             chosen.append(ctx.wheelhouse / entry["file"])
         else:
             kept.append(f"{entry['project']} (the node has {entry['import']})")
@@ -225,15 +235,25 @@ def stage_install(ctx: core.Context, timeout: float) -> core.Result:
                 run, False, f"pip install --no-index failed: {core.tail(run.output, 5)}"
             )
         how = "pip install --no-index --no-deps --target"
+        opencl_note = ""
+        if opencl_wheels:  # its own call: a wheel this node refuses (glibc) must not stop the rest
+            cmd = [*pip, "--target", str(ctx.site), *map(str, opencl_wheels)]
+            run = ctx.run("install", cmd, timeout)
+            opencl_note = (
+                f"; the OpenCL backend's {len(opencl_wheels)} wheels too"
+                if run.rc == 0
+                else f"; the OpenCL backend's wheels did NOT install: {core.tail(run.output, 2)}"
+            )
     else:
-        for wheel in chosen:
+        for wheel in [*chosen, *opencl_wheels]:
             core.unpack_wheel(wheel, ctx.site)
         how = "unpacked (this Python has no pip)"
+        opencl_note = ""
     check = ctx.run("install", [ctx.python, "-c", REQUIREMENTS_CODE, *OURS], 120)
     unmet = [
         line[len("UNMET ") :] for line in check.output.splitlines() if line.startswith("UNMET ")
     ]
-    summary = f"{len(chosen)} wheels {how} into {ctx.site.name}/"
+    summary = f"{len(chosen)} wheels {how} into {ctx.site.name}/{opencl_note}"
     if kept:
         summary += "; kept the node's " + ", ".join(kept)
     if unmet:
@@ -577,6 +597,9 @@ STAGES: dict[str, Callable[[core.Context, float], core.Result]] = {
     "bench": stage_bench,
     "bench-networks": stage_bench_networks,
     "profile": stage_profile,
+    # the OpenCL backend on the node's OpenCL driver (arraycore_cuda/_verify_opencl.py): they
+    # need an OpenCL library, not a CUDA GPU (--opencl-library rehearses them on PoCL)
+    **opencl.STAGE_FUNCTIONS,
 }
 
 
@@ -597,6 +620,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default="", help="comma-separated stages to run")
     parser.add_argument("--deadline", type=float, default=1140.0, help="seconds for the run")
     parser.add_argument("--quick", action="store_true", help="short benchmark budget")
+    parser.add_argument(
+        "--opencl-library",
+        default=None,
+        help="an OpenCL ICD library for the opencl-* stages instead of NVIDIA's (PoCL's, to "
+        "rehearse them without a GPU)",
+    )
     parser.add_argument(
         "--sequential",
         action="store_true",
@@ -630,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
         deadline=start + args.deadline,
         gpu=core.probe_gpu(),
         quick=args.quick,
+        opencl_library=args.opencl_library,
     )
     results: dict[str, core.Result] = {}
     earlier = core.previous_stages(out / "report.json") if only else {}
@@ -665,6 +695,7 @@ def main(argv: list[str] | None = None) -> int:
         and not args.sequential
         and (os.cpu_count() or 1) >= PARALLEL_CORES
     ]
+    ctx.xdist = any(name in selected for name in opencl.PARALLEL) and importable(ctx, "xdist")
     if len(side_by_side) > 1 and importable(ctx, "xdist"):
         ctx.workers = {name: PARALLEL_STAGES[name] for name in side_by_side}
     for name in selected:
