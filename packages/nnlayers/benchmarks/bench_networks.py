@@ -301,7 +301,8 @@ def build_impls(case: networks.Case, extra: str | None, torch_cuda: bool) -> lis
             return float(xp.to_numpy(v))
 
         name = CUDA_NN if extra == "cuda" else f"nnlayers[{extra}]"
-        group, warm = ("gpu", GPU_WARMUP) if extra == "cuda" else ("cpu", 0)
+        # untimed steps first: past the three eager ones and the capture of its steps
+        group, warm = ("gpu", GPU_WARMUP) if extra == "cuda" else ("cpu", 6)
         impls.append(Impl(name, dev_step, dev_sync, group=group, warmup=warm))
     if torch_cuda and torch is not None:
         cstep = case.torch(layers, device="cuda")
