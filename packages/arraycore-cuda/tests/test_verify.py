@@ -376,6 +376,7 @@ def test_the_capture_check_rehearses_on_opencl(tmp_path) -> None:
         "rng": "passed",
         "scalars": "passed",
         "alias": "passed",
+        "concat": "passed",
     }
     assert [v["status"] for v in data["networks"].values()] == ["passed", "passed"]
     assert set(data["timing"]) == {"small-mlp", "lstm"}

@@ -201,12 +201,25 @@ def _float_ufuncs(cp: Any) -> dict[str, Callable[..., Any]]:
     return {name: make(name) for name in bodies}
 
 
+#: CuPy joins at most this many arrays without a pointer table copied from the host.
+_CONCAT_TABLE = 8
+
+
 def _concat_for(cp: Any) -> Callable[..., Array]:
     """``concat`` with the standard's error for 0-d arrays (CuPy raises TypeError)."""
 
     def concat(arrays: Any, /, *, axis: int | None = 0) -> Array:
         if axis is not None and any(getattr(a, "ndim", 1) == 0 for a in arrays):
             raise ValueError("concat: zero-dimensional arrays cannot be concatenated")
+        arrays = list(arrays)
+        if len(arrays) > _CONCAT_TABLE and cp.cuda.get_current_stream().is_capturing():
+            # CuPy copies a table of pointers from the host for more than eight arrays, which a
+            # capture refuses: join them eight at a time (the same values, a few more copies)
+            joined = [
+                cp.concat(arrays[i : i + _CONCAT_TABLE], axis=axis)
+                for i in range(0, len(arrays), _CONCAT_TABLE)
+            ]
+            return concat(joined, axis=axis if axis is not None else 0)
         return cp.concat(arrays, axis=axis)
 
     return concat

@@ -311,6 +311,21 @@ def risk_alias(xp: Any) -> dict[str, Any]:
     return {"detail": f"{big * 4 >> 20} MiB allocated, filled and freed eagerly; replay intact"}
 
 
+def risk_concat(xp: Any) -> dict[str, Any]:
+    """``concat`` of more than eight arrays under capture (CuPy copies a pointer table from the
+    host for them, which a capture refuses: the backend joins them eight at a time there)."""
+    parts = [xp.full((64,), float(i), dtype=xp.float32) for i in range(13)]
+    xp.concat(parts)
+    captured = _capture(xp, lambda: xp.concat(parts))
+    for i, part in enumerate(parts):
+        xp.inplace.fill(float(i + 100), out=part)
+    captured.replay()
+    got = _host(xp, captured.result)
+    want = np.repeat(np.arange(100, 113, dtype=np.float64), 64)
+    assert np.array_equal(got, want), "the replayed concat differs"
+    return {"detail": "13 arrays joined under capture, replayed on new values"}
+
+
 RISKS = {
     "gemm": risk_gemm,
     "cupy-refuses-cublas": risk_cupy_refuses,
@@ -318,6 +333,7 @@ RISKS = {
     "rng": risk_rng,
     "scalars": risk_scalars,
     "alias": risk_alias,
+    "concat": risk_concat,
 }
 
 
