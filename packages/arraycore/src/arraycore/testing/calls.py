@@ -21,7 +21,7 @@ backend's own overrides calling its kernels directly) is recorded by watching th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -146,8 +146,3 @@ def first_difference(first: list[Call], second: list[Call]) -> str | None:
     if len(first) != len(second):
         return f"{len(first)} calls, then {len(second)}"
     return None
-
-
-def _calls(recorder: CallRecorder, calls: list[Call]) -> Iterator[str]:  # pragma: no cover
-    for name, args in calls:
-        yield f"{recorder._kinds.get(name, 'call')}: {name}{args!r}"
