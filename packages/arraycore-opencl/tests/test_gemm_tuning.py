@@ -181,3 +181,42 @@ def test_shapes_without_a_choice_take_the_most_chosen_candidate(
     assert GemmTuner(device, mode="0").choices == {}
     small = SimpleNamespace(**{**vars(device), "max_work_group_size": 32})
     assert "gpu128" not in GemmTuner(small, mode="").candidates, "work-groups over the limit"
+
+
+def test_gpus_are_offered_clblast_database_sets_and_shipped_choices(tmp_path, monkeypatch) -> None:
+    """A GPU device is offered the sets CLBlast's database holds for NVIDIA and AMD parts (a CPU
+    device is not), and a device without a file of its own starts from the choices shipped for
+    its model, whatever its driver; its own file, once there, wins."""
+    from types import SimpleNamespace
+
+    import pyopencl
+
+    from arraycore_opencl import _gemm_tuning as gt
+
+    def device(kind: int, driver: str) -> Any:
+        return SimpleNamespace(
+            platform=SimpleNamespace(name="NVIDIA CUDA"), name="NVIDIA H200", type=kind,
+            driver_version=driver, max_work_group_size=1024,
+        )  # fmt: skip
+
+    monkeypatch.setenv("ARRAYCORE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("ARRAYCORE_OPENCL_TUNE", raising=False)
+    shipped = tmp_path / "shipped"
+    shipped.mkdir()
+    key = gt.shape_key("float32", 64, 64, 64, False, False)
+    (shipped / "h200.json").write_text(json.dumps({
+        "device": "NVIDIA CUDA NVIDIA H200 580.1", "model": "NVIDIA CUDA NVIDIA H200",
+        "choices": {key: "clblast-nvidia-p100"},
+    }))  # fmt: skip
+    monkeypatch.setattr(gt, "SHIPPED", shipped)
+    gpu = gt.GemmTuner(device(int(pyopencl.device_type.GPU), "580.9"))
+    assert set(gt.GPU_DATABASE) <= set(gpu.candidates)
+    assert gpu.choices == {key: "clblast-nvidia-p100"} and gpu.source.startswith("shipped")
+    cpu = gt.GemmTuner(device(int(pyopencl.device_type.CPU), "580.9"))
+    assert not set(gt.GPU_DATABASE) & set(cpu.candidates)
+    assert cpu.choices == {}  # the shipped choice names a set a CPU device is not offered
+    gpu.choices = {key: "gpu64"}
+    gpu._save()
+    again = gt.GemmTuner(device(int(pyopencl.device_type.GPU), "580.9"))
+    assert again.choices == {key: "gpu64"} and again.source.startswith("cache")
+    assert json.loads(again.path.read_text())["model"] == "NVIDIA CUDA NVIDIA H200"

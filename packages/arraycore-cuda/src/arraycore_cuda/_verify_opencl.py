@@ -16,7 +16,9 @@ absolute path, and run every child with ``OCL_ICD_VENDORS`` pointing there:
 ``opencl-demo``      the digits demo on ``opencl`` (its accuracy beside the NumPy backend's)
 ``opencl-bench``     the benchmark networks' steps on OpenCL, eager and captured
                      (``capture_check --only timing``), against the CUDA backend's from the
-                     ``capture`` stage where it ran
+                     ``capture`` stage where it ran, CLBlast's products tuned on the device
+                     (the choices land in ``<out>/opencl-cache/opencl-gemm/``, to be copied into
+                     ``arraycore_opencl/gemm_choices/``)
 
 Where the node has no NVIDIA OpenCL library (or the runtime refuses it), each says exactly that
 in one line and does not run. ``--opencl-library PATH`` names another ICD library instead (PoCL's:
@@ -294,7 +296,10 @@ def stage_bench(ctx: core.Context, timeout: float) -> core.Result:
     cmd += ["--backend", "opencl", "--only", "timing", "--json", str(result)]
     if ctx.quick:
         cmd.append("--quick")
-    run = ctx.run("opencl-bench", cmd, timeout, **env)
+    # CLBlast's products tuned on the device (arraycore_opencl._gemm_tuning), the choices kept
+    # in the report folder: copy them into arraycore_opencl/gemm_choices/ to ship them
+    tuned = {"ARRAYCORE_OPENCL_TUNE": "1", "ARRAYCORE_CACHE_DIR": str(ctx.out / "opencl-cache")}
+    run = ctx.run("opencl-bench", cmd, timeout, **env, **tuned)
     if not result.is_file():
         return core.outcome(run, False, f"no results written: {core.tail(run.output, 5)}")
     ours = json.loads(result.read_text(encoding="utf-8"))["timing"]

@@ -23,8 +23,11 @@ may pick differently from the last one, as with cuDNN's benchmark mode.
 
 The candidates: CLBlast's direct kernel (no padding or transposing copies, best for small
 products), and indirect ``Xgemm`` tiles for CPUs (no local memory, 8-wide vectors, 16-64
-work-items) and for GPUs (local-memory tiles, 64-256 work-items). A candidate the device refuses
-(work-group too large, a CLBlast error) is dropped for the rest of the process.
+work-items) and for GPUs (local-memory tiles, 64-256 work-items), and on GPU devices the sets
+CLBlast's own database holds for recent NVIDIA and AMD parts (:data:`GPU_DATABASE`). A candidate
+the device refuses (work-group too large, a CLBlast error) is dropped for the rest of the process.
+A device without a file of its own here starts from the choices shipped for its model
+(:data:`SHIPPED`), measured on the GPUs the project checks on.
 """
 
 from __future__ import annotations
@@ -70,6 +73,30 @@ CANDIDATES: dict[str, tuple[int, dict[str, int] | None]] = {
     "gpu128": (_INDIRECT, _xgemm(128, 128, 16, 16, 4, 16, 1)),
 }
 
+_FIELDS = ("GEMMK", "KREG", "KWG", "KWI", "MDIMA", "MDIMC", "MWG", "NDIMB", "NDIMC", "NWG", "SA",
+           "SB", "STRM", "STRN", "VWM", "VWN")  # fmt: skip
+
+#: CLBlast's own tuned ``Xgemm`` sets for GPUs of its database (``src/database/kernels/xgemm/
+#: xgemm_32.hpp``, in its field order), offered on GPU devices only: the newest NVIDIA and AMD
+#: entries the database has (NVIDIA's data-centre Pascal, its generation defaults, AMD's default
+#: and Hawaii). It has none for Ampere, Hopper or RDNA: on those, measuring is the point.
+GPU_DATABASE: dict[str, tuple[int, dict[str, int]]] = {
+    name: (_INDIRECT, dict(zip(_FIELDS, values, strict=True)))
+    for name, values in {
+        "clblast-nvidia-p100": (0, 1, 32, 2, 8, 8, 32, 8, 8, 32, 1, 1, 0, 0, 4, 4),
+        "clblast-nvidia-sm61": (0, 1, 32, 2, 16, 16, 64, 8, 8, 64, 1, 1, 0, 0, 4, 4),
+        "clblast-nvidia-1080ti": (0, 1, 16, 2, 32, 16, 64, 16, 8, 128, 1, 1, 0, 1, 2, 8),
+        "clblast-nvidia-default": (0, 1, 32, 2, 8, 8, 32, 32, 32, 64, 1, 1, 0, 0, 4, 2),
+        "clblast-amd-hawaii": (0, 1, 16, 2, 16, 32, 128, 32, 8, 64, 1, 1, 1, 1, 4, 2),
+    }.items()
+}
+
+#: Choices measured on devices of the project's checks, shipped with the package: a device
+#: whose platform and name match one (any driver version) starts tuned. ``verify.py``'s
+#: ``opencl-bench`` stage tunes on the GPU node into its report folder; the files from there go
+#: here.
+SHIPPED = Path(__file__).resolve().parent / "gemm_choices"
+
 _PRECISION = {"float16": 16, "float32": 32, "float64": 64}
 
 
@@ -85,9 +112,16 @@ class GemmTuner:
         mode = _mode() if mode is None else mode.strip()
         self.tune, self.off = mode == "1", mode == "0"
         self.name = f"{device.platform.name} {device.name} {device.driver_version}"
+        #: the device's model, whatever its driver: what shipped choices are matched by
+        self.model = f"{device.platform.name} {device.name}"
         limit = int(device.max_work_group_size)
-        self.candidates = {n: c for n, c in CANDIDATES.items() if _work_group(c[1]) <= limit}
+        offered = dict(CANDIDATES)
+        if int(device.type) & _gpu_type():
+            offered.update(GPU_DATABASE)
+        self.candidates = {n: c for n, c in offered.items() if _work_group(c[1]) <= limit}
         self.path = cache_path(self.name)
+        #: where the choices came from: this machine's file, the package's, or none
+        self.source = "none"
         self.choices: dict[str, str] = {} if self.off else self._load()
         self.current: dict[int, str] = {}  # precision -> candidate in force
         self.routine: dict[int, int] = {}  # precision -> XGEMM_MIN_INDIRECT_SIZE in force
@@ -96,16 +130,28 @@ class GemmTuner:
         self._lock = threading.Lock()
 
     def _load(self) -> dict[str, str]:
-        try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
-        found = data.get("choices", {}) if isinstance(data, dict) else {}
-        return {k: v for k, v in found.items() if v in self.candidates}
+        """This machine's choices for the device, else the package's for its model."""
+        for path, source in ((self.path, "cache"), *((p, "shipped") for p in _shipped())):
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if not isinstance(data, dict):
+                continue
+            if source == "shipped" and data.get("model") != self.model:
+                continue
+            found = data.get("choices", {})
+            self.source = f"{source} ({path.name})"
+            return {k: v for k, v in found.items() if v in self.candidates}
+        return {}
 
     def _save(self) -> None:
         """Write the choices atomically (a concurrent reader sees the old file or the new)."""
-        data = {"device": self.name, "choices": dict(sorted(self.choices.items()))}
+        data = {
+            "device": self.name,
+            "model": self.model,
+            "choices": dict(sorted(self.choices.items())),
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
@@ -203,7 +249,20 @@ def describe() -> str:
         return f"GEMM parameters: CLBlast's database ({ENV_TUNE}=0)"
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     what = "new shapes timed" if mode == "1" else f"set {ENV_TUNE}=1 to time new shapes"
-    return f"GEMM parameters: {len(files)} device file(s) of choices in {folder} ({what})"
+    return (
+        f"GEMM parameters: {len(files)} device file(s) of choices in {folder}, "
+        f"{len(_shipped())} shipped for the devices of the project's checks ({what})"
+    )
+
+
+def _shipped() -> list[Path]:
+    return sorted(SHIPPED.glob("*.json")) if SHIPPED.is_dir() else []
+
+
+def _gpu_type() -> int:
+    import pyopencl
+
+    return int(pyopencl.device_type.GPU)
 
 
 def _cl_error() -> type[Exception]:
