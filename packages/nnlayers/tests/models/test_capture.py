@@ -202,3 +202,23 @@ def test_device_fed_labels_stay_eager_while_checked(xp: Any) -> None:
         for b in batches:
             model.train_step(b)
     assert "captured" in model.capture_status, model.capture_status
+
+
+def test_a_data_parallel_model_stays_eager_and_weights_its_all_reduce(xp: Any) -> None:
+    """Data-parallel training all-reduces with a wait per call, so its steps are not captured:
+    they run eagerly, say why, and still hand the all-reduce the batch's rows."""
+
+    class OneRank:
+        world_size, rank = 1, 0
+
+        def __init__(self) -> None:
+            self.rows: list[int] = []
+
+        def reduce(self, params: Any, rows: int) -> None:
+            self.rows.append(rows)
+
+    model = _model()
+    model.data_parallel = OneRank()
+    _train(model, _batches(6, rows=7), xp)
+    assert model.data_parallel.rows == [7] * 6
+    assert "data-parallel" in model.capture_status

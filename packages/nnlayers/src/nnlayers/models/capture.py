@@ -68,10 +68,10 @@ class _Entry:
 class StepCapture:
     """Captures and replays one model's train or test steps (see the module docstring)."""
 
-    def __init__(self, model: Any, kind: str, eager: Callable[[dict[Any, Any]], list[Any]]) -> None:
+    def __init__(self, model: Any, kind: str, eager: Callable[..., list[Any]]) -> None:
         self.model = model
         self.kind = kind  # "train" or "test"
-        self.eager = eager  # the step on the graph's feeds (placeholder -> value)
+        self.eager = eager  # the step on the graph's feeds (placeholder -> value) of a batch
         self.xp = model.xp
         self._graphs: OrderedDict[Any, _Entry] = OrderedDict()
         self._failed: dict[Any, str] = {}
@@ -102,23 +102,24 @@ class StepCapture:
         feeds = model._fill(batch)  # a VAE's noise, a GAN's codes: drawn here, each step
         blocker = self._blocker() or self._device_fed_checks(feeds)
         if blocker is not None:
-            return self._eager(feeds, blocker)
+            return self._eager(feeds, batch, blocker)
         key = self._key(feeds)
         entry = self._graphs.get(key)
         if entry is not None:
             return self._replay(key, entry, feeds)
         failed = self._failed.get(key)
         if failed is not None:
-            return self._eager(feeds, failed)
+            return self._eager(feeds, batch, failed)
         self._streak = self._streak + 1 if key == self._last else 1
         self._last = key
         if self._streak <= WARMUP:
-            return self._eager(feeds, f"warming up ({self._streak} of {WARMUP} eager steps)")
-        return self._capture(key, feeds)
+            warming = f"warming up ({self._streak} of {WARMUP} eager steps)"
+            return self._eager(feeds, batch, warming)
+        return self._capture(key, feeds, batch)
 
-    def _eager(self, feeds: dict[Any, Any], reason: str) -> list[Any]:
+    def _eager(self, feeds: dict[Any, Any], batch: Sequence[Any], reason: str) -> list[Any]:
         self.reason = reason
-        return self.eager(feeds)
+        return self.eager(feeds, batch)
 
     def _blocker(self) -> str | None:
         """Why no step of this model can be captured now (``None``: it can)."""
@@ -185,7 +186,7 @@ class StepCapture:
         # on the old one would not draw from
         return (shapes, graph.training, trainable_version(), params, id(graph.state.rng), state)
 
-    def _capture(self, key: Any, feeds: dict[Any, Any]) -> list[Any]:
+    def _capture(self, key: Any, feeds: dict[Any, Any], batch: Sequence[Any]) -> list[Any]:
         model = self.model
         xp = self.xp
         graph = model.graph
@@ -198,7 +199,7 @@ class StepCapture:
 
         def step() -> Any:
             with arraycore.checks(False):  # the feeds' values were checked on the host
-                return eager(static_feeds)
+                return eager(static_feeds, batch)
 
         try:
             captured = xp.__array_namespace_info__().capture(step)
@@ -217,7 +218,7 @@ class StepCapture:
                     PerformanceWarning,
                     stacklevel=4,
                 )
-            return self._eager(static_feeds, reason)
+            return self._eager(static_feeds, batch, reason)
         after = [opt._host_counters() for opt in optimizers]
         counts = (before, after) if optimizers else None
         held = (list(model._everything), optimizers, graph.state.rng)

@@ -297,16 +297,17 @@ class Model:
         if capture is not None:
             return capture.step(batch)
         feeds = self._fill(batch)
-        return self._train_feeds(feeds) if kind == "train" else self._test_feeds(feeds)
+        if kind == "train":
+            return self._train_feeds(feeds, batch)
+        return self._test_feeds(feeds)
 
-    def _train_feeds(self, feeds: dict[Any, Any]) -> list[Any]:
-        """:meth:`train_step`'s work on the graph's ``feeds``, call by call (what a captured
-        step records)."""
+    def _train_feeds(self, feeds: dict[Any, Any], batch: Batch = ()) -> list[Any]:
+        """:meth:`train_step`'s work on the graph's ``feeds`` (of ``batch``, whose first array's
+        rows weight a data-parallel all-reduce), call by call (what a captured step records)."""
         # the last step's gradients are not kept through this one's forward pass (PyTorch's
         # zero_grad): a step's peak holds one set of gradients, not two
         self.graph.clear_gradients()
         values = self.graph.forward(feeds)
-        batch = [next(iter(feeds.values()))] if self.data_parallel is not None else []
         scaler = self.loss_scaler
         if scaler is None:
             self.graph.backward()
@@ -372,7 +373,7 @@ class Model:
         """Loss and metrics for one batch without keeping anything for backward."""
         return self._step("test", batch)
 
-    def _test_feeds(self, feeds: dict[Any, Any]) -> list[Any]:
+    def _test_feeds(self, feeds: dict[Any, Any], batch: Batch = ()) -> list[Any]:
         return self.graph.forward(feeds, keep_for_backward=False)  # type: ignore[no-any-return]
 
     def _capture_for(self, kind: str) -> StepCapture | None:
