@@ -7,7 +7,8 @@ CUDA backend), :class:`StepCapture` runs a model's steps like this:
 
 1. eager steps until the same step (feed shapes and dtypes, phase, optimiser settings, the
    parameters' arrays, what is frozen) has come :data:`WARMUP` times in a row: they compile the
-   kernels, build and tune the library plans and allocate the optimiser's state;
+   kernels, build and tune the library plans and allocate the optimiser's state (one step where
+   only the epoch's dropout generator is new: the rest is warm);
 2. then one capture of the step, reading its batch from static input buffers of the step's own,
    and a first replay, which takes that step;
 3. every later step of that kind: the batch copied into the static inputs, one replay, the loss
@@ -52,6 +53,11 @@ def capture_enabled() -> bool:
     return env_switch(ENV_CAPTURE)
 
 
+def _family(key: Any) -> Any:
+    """A step's key without the dropout generator's identity (:meth:`StepCapture._key`)."""
+    return key[:4] + key[5:]
+
+
 class _Entry:
     """One captured step: the replay, its static inputs, its outputs, what it counts."""
 
@@ -75,25 +81,32 @@ class StepCapture:
         self.xp = model.xp
         self._graphs: OrderedDict[Any, _Entry] = OrderedDict()
         self._failed: dict[Any, str] = {}
+        self._families: set[Any] = set()  # the keys captured, less their generator
         self._last: Any = None
         self._streak = 0
         self._warned: set[str] = set()
         #: why the last step ran eagerly (``None``: it was a replay, or nothing ran yet)
         self.reason: str | None = None
+        #: steps run eagerly so far
+        self.eager_steps = 0
 
     # -- reporting ------------------------------------------------------------------------------
     @property
     def status(self) -> str:
-        """One line: what the last step was, and why where it was not a replay."""
+        """One line: how this model's steps of this kind ran (replayed, eager) and why the last
+        eager one was."""
         replays = sum(e.replays for e in self._graphs.values())
         graphs = len(self._graphs)
-        if self.reason is None and graphs:
-            description = next(iter(self._graphs.values())).captured.description
-            return (
-                f"{self.kind} steps captured: {graphs} graph{'s' * (graphs != 1)} "
-                f"({description}), {replays} replays"
-            )
-        return f"{self.kind} steps run eagerly: {self.reason or 'no step has run yet'}"
+        if not graphs:
+            return f"{self.kind} steps run eagerly: {self.reason or 'no step has run yet'}"
+        description = next(iter(self._graphs.values())).captured.description
+        found = (
+            f"{self.kind} steps captured: {graphs} graph{'s' * (graphs != 1)} ({description}), "
+            f"{replays} replayed, {self.eager_steps} eager"
+        )
+        if self.reason is not None:
+            found += f" (the last step eager: {self.reason})"
+        return found
 
     # -- the step -------------------------------------------------------------------------------
     def step(self, batch: Sequence[Any]) -> list[Any]:
@@ -112,13 +125,17 @@ class StepCapture:
             return self._eager(feeds, batch, failed)
         self._streak = self._streak + 1 if key == self._last else 1
         self._last = key
-        if self._streak <= WARMUP:
-            warming = f"warming up ({self._streak} of {WARMUP} eager steps)"
+        # a step captured before but for the epoch's new dropout generator has its kernels and
+        # plans warm already: one eager step, then the capture
+        warmup = 1 if _family(key) in self._families else WARMUP
+        if self._streak <= warmup:
+            warming = f"warming up ({self._streak} of {warmup} eager steps)"
             return self._eager(feeds, batch, warming)
         return self._capture(key, feeds, batch)
 
     def _eager(self, feeds: dict[Any, Any], batch: Sequence[Any], reason: str) -> list[Any]:
         self.reason = reason
+        self.eager_steps += 1
         return self.eager(feeds, batch)
 
     def _blocker(self) -> str | None:
@@ -164,7 +181,8 @@ class StepCapture:
             if what is not None:
                 return (
                     f"{node.describe()} is fed device arrays of {what}, which arraycore checks "
-                    f"on the device each step (feed host arrays, as fit does)"
+                    f"on the device each step (check them on the host, as fit does for an "
+                    f"in-memory feed, then step under arraycore.checks(False))"
                 )
         return None
 
@@ -224,6 +242,7 @@ class StepCapture:
         held = (list(model._everything), optimizers, graph.state.rng)
         entry = _Entry(captured, statics, counts, held)
         self._graphs[key] = entry
+        self._families.add(_family(key))
         while len(self._graphs) > MAX_GRAPHS:
             self._graphs.popitem(last=False)
         self.reason = None
