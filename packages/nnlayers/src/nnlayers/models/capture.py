@@ -87,15 +87,15 @@ class StepCapture:
         self._warned: set[str] = set()
         #: why the last step ran eagerly (``None``: it was a replay, or nothing ran yet)
         self.reason: str | None = None
-        #: steps run eagerly so far
-        self.eager_steps = 0
+        #: steps run eagerly and steps replayed so far
+        self.eager_steps = self.replayed_steps = 0
 
     # -- reporting ------------------------------------------------------------------------------
     @property
     def status(self) -> str:
         """One line: how this model's steps of this kind ran (replayed, eager) and why the last
         eager one was."""
-        replays = sum(e.replays for e in self._graphs.values())
+        replays = self.replayed_steps
         graphs = len(self._graphs)
         if not graphs:
             return f"{self.kind} steps run eagerly: {self.reason or 'no step has run yet'}"
@@ -248,6 +248,7 @@ class StepCapture:
         self.reason = None
         captured.replay()  # the captured step, taken (its host counters advanced already)
         entry.replays += 1
+        self.replayed_steps += 1
         return self._outputs(entry)
 
     def _replay(self, key: Any, entry: _Entry, feeds: dict[Any, Any]) -> list[Any]:
@@ -257,6 +258,7 @@ class StepCapture:
             xp.inplace.copy(v, out=static)
         entry.captured.replay()
         entry.replays += 1
+        self.replayed_steps += 1
         self._graphs.move_to_end(key)
         if entry.counts is not None:
             before, after = entry.counts
