@@ -149,7 +149,9 @@ class StepCapture:
             return "the graph checks values for NaN each step (check_finite), a host read"
         if self.kind == "train":
             if model.loss_scaler is not None:
-                return "loss scaling reads its overflow flag on the host each step (to skip updates)"
+                return (
+                    "loss scaling reads its overflow flag on the host each step (to skip updates)"
+                )
             if model.data_parallel is not None:
                 return "data-parallel training all-reduces gradients with a host wait per call"
             for optimizer in model.optimizers().values():
