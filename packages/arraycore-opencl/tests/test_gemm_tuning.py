@@ -50,7 +50,7 @@ tuner = xp._backend.rt.gemm_tuner()
 print(json.dumps({
     "errors": errors, "choices": tuner.choices, "timings": tuner.timings,
     "current": {str(k): v for k, v in tuner.current.items()}, "path": str(tuner.path),
-    "name": tuner.name,
+    "name": tuner.name, "model": tuner.model,
 }))
 """
 
@@ -110,7 +110,12 @@ def test_choices_are_written_per_device_and_reused_without_timing(
     assert path == cache_path(first["name"])
     assert path.parent == cache / "opencl-gemm"
     on_file = json.loads(path.read_text())
-    assert on_file == {"device": first["name"], "choices": first["choices"]}
+    assert on_file == {
+        "device": first["name"],
+        "model": first["model"],
+        "choices": first["choices"],
+    }
+    assert first["name"].startswith(first["model"] + " "), "the model is the name less its driver"
     assert not list(path.parent.glob("*.tmp")), "written through a temporary file"
 
     again = _run(cache, None)
@@ -164,9 +169,15 @@ def test_shapes_without_a_choice_take_the_most_chosen_candidate(
     from arraycore_opencl._gemm_tuning import GemmTuner
 
     monkeypatch.setenv("ARRAYCORE_CACHE_DIR", str(tmp_path))
+    import pyopencl
+
     platform = SimpleNamespace(name="Some Platform")
     device = SimpleNamespace(
-        platform=platform, name="Some GPU", driver_version="1.0", max_work_group_size=256
+        platform=platform,
+        name="Some GPU",
+        type=int(pyopencl.device_type.GPU),
+        driver_version="1.0",
+        max_work_group_size=256,
     )
     tuner = GemmTuner(device, mode="")
     assert tuner.fallback() is None, "nothing on file: CLBlast's database"
