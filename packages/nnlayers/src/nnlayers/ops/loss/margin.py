@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...errors import ShapeError
 from ...expr.node import Expr, as_expr, constant
+from ...expr.spec import format_shape
 from ..array.indexing import one_hot
 from ..math.activation import relu
 from ..math.reduction import mean, sum
@@ -21,6 +23,15 @@ def hinge(logits: Any, labels: Any, margin: float = 1.0) -> Expr:
     classes = logits.shape[-1]
     if classes is None:
         raise ValueError("hinge: the number of classes (last axis of the logits) must be known")
+    if labels.ndim != 1 or (
+        labels.shape[0] is not None
+        and logits.shape[0] is not None
+        and labels.shape[0] != logits.shape[0]
+    ):
+        raise ShapeError(
+            f"hinge: labels {format_shape(labels.shape)} must be one class index per row of the "
+            f"logits {format_shape(logits.shape)}, shape {format_shape(logits.shape[:1])}"
+        )
     target = one_hot(labels, classes, dtype=logits.dtype)
     correct = sum(logits * target, axis=-1, keepdims=True)
     violations = relu(logits - correct + margin) * (1.0 - target)
