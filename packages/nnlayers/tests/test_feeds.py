@@ -288,3 +288,68 @@ def test_stream_argument_errors(make, error, message):
 
 def test_docstring_example_runs():
     assert doctest.testmod(feeds).failed == 0
+
+
+# -- the user's arrays are never handed to writers ----------------------------------------------
+def _add_in_place(batch, rng):
+    """An augmentation that edits its batch in place (as NumPy habits write it)."""
+    batch += 0.1
+    return batch
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+@pytest.mark.parametrize("last_batch", ["keep", "pad"])
+def test_an_augmentation_editing_its_batch_leaves_the_users_data_alone(shuffle, last_batch):
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    y = np.arange(20, dtype=np.int64)
+    before_x, before_y = x.copy(), y.copy()
+    feed = Feed(x, y, batch_size=6, shuffle=shuffle, last_batch=last_batch, augment=_add_in_place)
+    for _ in range(3):
+        for inputs, labels in feed:
+            labels += 1  # a loop editing its labels in place
+            del inputs
+    np.testing.assert_array_equal(x, before_x)
+    np.testing.assert_array_equal(y, before_y)
+
+
+def test_batches_of_a_feed_are_their_own_memory(xp, host):
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    feed = Feed(x, batch_size=5, shuffle=False)
+    first = next(iter(feed))[0]
+    if isinstance(first, np.ndarray):
+        assert not np.shares_memory(first, x)
+    np.testing.assert_array_equal(host(first), x[:5])
+
+
+def test_a_stream_of_the_users_arrays_never_hands_them_out():
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    before = x.copy()
+    feed = StreamFeed(lambda: [(x,)], batch_size=5, xp=arraycore.namespace("numpy"))
+    for _ in range(2):
+        for (batch,) in feed:
+            assert not np.shares_memory(batch, x)
+            batch *= -1
+    np.testing.assert_array_equal(x, before)
+
+
+def test_training_and_inference_leave_the_users_arrays_alone(xp):
+    """fit, evaluate and predict over the user's arrays: bit for bit what they were."""
+    import nnlayers
+    from nnlayers.layers import Affine, Sequential
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(24, 3)).astype(np.float32)
+    y = rng.integers(0, 2, 24)
+    before_x, before_y = x.copy(), y.copy()
+    model = nnlayers.Classifier(Sequential([Affine(8, seed=0), "relu", Affine(2, seed=1)]), (3,))
+    nnlayers.fit(
+        model,
+        Feed(x, y, batch_size=8, shuffle=False, augment=_add_in_place),
+        epochs=2,
+        optimizer=nnlayers.optim.SGD(0.1),
+        progress=False,
+    )
+    model.evaluate(x, y, batch_size=8)
+    model.predict(x, batch_size=8)
+    np.testing.assert_array_equal(x, before_x)
+    np.testing.assert_array_equal(y, before_y)

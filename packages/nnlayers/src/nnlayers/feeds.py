@@ -94,6 +94,10 @@ class Feed:
       gradients are averaged weighted by each rank's examples, so the step is the single
       process's; a tail of fewer examples than ranks is padded to one example per rank).
 
+    Every batch is memory of its own: a feed never hands out a view of the arrays it was
+    given, so an augmentation or a training loop that edits its batch in place leaves the
+    user's data as it was, whatever ``shuffle`` and the backend.
+
     ``len(feed)`` is the number of batches per epoch; ``feed.epoch`` the epoch that the next
     iteration produces (1 at first, then counting up by one per iteration).
     """
@@ -271,8 +275,13 @@ class Feed:
         batch = []
         for array, host in zip(self.arrays, on_host):
             if host:
-                part = array[start : start + len(index)] if contiguous else array[index]
-                batch.append(xp.asarray(part))
+                # A slice is a view of the user's array: copied (on a host backend, where asarray
+                # would hand the view itself out), so no augmentation or loop that edits its
+                # batch in place can change the user's data; a gather is a copy already.
+                if contiguous:
+                    batch.append(xp.asarray(array[start : start + len(index)], copy=True))
+                else:
+                    batch.append(xp.asarray(array[index]))
             else:  # the feed's own permutation: in range by construction, so no device check
                 with arraycore.checks(False, only="indices"):
                     batch.append(xp.take(array, xp.asarray(index), axis=0))
@@ -572,8 +581,11 @@ class _Deferred:
 
 
 def _join(pieces: list[tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
+    """One batch from its pieces, in memory of its own: a batch cut from a single chunk is
+    copied, as a chunk may be the user's own arrays (a source yielding ``(x, y)``), which no
+    consumer editing its batch in place may change."""
     if len(pieces) == 1:
-        return pieces[0]
+        return tuple(np.array(a, copy=True) for a in pieces[0])
     return tuple(np.concatenate(parts, axis=0) for parts in zip(*pieces))
 
 
