@@ -26,6 +26,7 @@ off.
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -89,6 +90,10 @@ class StepCapture:
         self.reason: str | None = None
         #: steps run eagerly and steps replayed so far
         self.eager_steps = self.replayed_steps = 0
+        # one step at a time: a replay reads fixed input buffers, and a capture records every
+        # launch on the device's queue, so steps from other threads (evaluate called from
+        # several) wait their turn
+        self._lock = threading.Lock()
 
     # -- reporting ------------------------------------------------------------------------------
     @property
@@ -111,6 +116,10 @@ class StepCapture:
     # -- the step -------------------------------------------------------------------------------
     def step(self, batch: Sequence[Any]) -> list[Any]:
         """One step on ``batch``: a replay where this kind of step is captured, else eager."""
+        with self._lock:
+            return self._step(batch)
+
+    def _step(self, batch: Sequence[Any]) -> list[Any]:
         model = self.model
         feeds = model._fill(batch)  # a VAE's noise, a GAN's codes: drawn here, each step
         blocker = self._blocker() or self._device_fed_checks(feeds)

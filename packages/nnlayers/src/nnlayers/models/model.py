@@ -8,6 +8,8 @@ the training graph once, at construction, and the prediction graph once, at the 
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -16,7 +18,7 @@ import numpy as np
 
 from arraycore import ArrayNamespace
 
-from ..errors import GraphError, PrecisionWarning
+from ..errors import EmptyEpochError, GraphError, PrecisionWarning
 from ..expr.node import Expr, Placeholder
 from ..graph.graph import Graph, check_feed_dtype, check_indices, check_labels
 from ..graph.topo import topological_order
@@ -124,6 +126,9 @@ class Model:
         self._feeds: dict[Any, Any] = dict.fromkeys(p for p in self.inputs if id(p) in used)
         self._predict_graph: Graph | None = None
         self._predict_inputs: list[Placeholder] = []
+        self._phase_lock = threading.Lock()
+        self._evaluating = 0
+        self._resume_training = False
         self.epoch = 0
         self.history: Any = None
         self.optimizer = optimizer
@@ -233,7 +238,9 @@ class Model:
 
     # -- steps ----------------------------------------------------------------------------------
     def _fill(self, batch: Batch) -> dict[Any, Any]:
-        feeds = self._feeds
+        # a dict of this call's own: steps in other threads (evaluate, test_step) never see
+        # one another's batches
+        feeds = dict.fromkeys(self._feeds)
         if len(batch) != len(self.inputs):
             raise ValueError(
                 f"Model: a batch of {len(batch)} arrays for {len(self.inputs)} inputs "
@@ -314,10 +321,10 @@ class Model:
             self._sync_gradients(self.wrt, batch)
             self._optimizer.step()
         else:
-            with warnings.catch_warnings():
-                # an overflow in half precision is what the scaler looks for, not an error
-                for text in ("overflow encountered", "invalid value encountered"):
-                    warnings.filterwarnings("ignore", text, RuntimeWarning)
+            # an overflow in half precision is what the scaler looks for, not an error; NumPy's
+            # errstate is per thread (a context variable), where warnings.catch_warnings would
+            # change the filters of every thread
+            with np.errstate(over="ignore", invalid="ignore"):
                 self.graph.backward(scaler.seed(self.xp, self.loss.dtype))
                 # still scaled: an overflow on any rank makes the sum non-finite on every
                 # rank, so all of them skip the step and back off alike
@@ -378,14 +385,17 @@ class Model:
 
     def _capture_for(self, kind: str) -> StepCapture | None:
         """The step capture of ``kind`` ("train" or "test"), or None where this backend
-        captures nothing (decided once per model)."""
-        if self.xp.__array_namespace_info__().capture_support() is not None:
-            found = None
-        else:
-            eager = self._train_feeds if kind == "train" else self._test_feeds
-            found = StepCapture(self, kind, eager)
-        self._captures[kind] = found
-        return found
+        captures nothing (decided once per model, in whichever thread steps first)."""
+        with self._phase_lock:
+            if kind in self._captures:
+                return self._captures[kind]
+            if self.xp.__array_namespace_info__().capture_support() is not None:
+                found = None
+            else:
+                eager = self._train_feeds if kind == "train" else self._test_feeds
+                found = StepCapture(self, kind, eager)
+            self._captures[kind] = found
+            return found
 
     @property
     def capture_status(self) -> str:
@@ -413,23 +423,47 @@ class Model:
 
         The per-batch values stay on the device and come to the host once, at the end.
         """
-        was_training = self.graph.training
-        self.graph.eval()
+        return self._evaluate(data, more, batch_size)
+
+    def _evaluate(
+        self, data: Any, more: Sequence[Any], batch_size: int, *, empty: str | None = None
+    ) -> dict[str, float]:
+        """:meth:`evaluate`; with ``empty`` (the caller, "fit: epoch 3"), data with no batch
+        raises :class:`~nnlayers.errors.EmptyEpochError` rather than giving NaN."""
         means = Means(self.xp, self.metric_names)
-        try:
-            for batch in batches(data, more, batch_size):
+        with self._eval_phase():
+            for batch in batches(data, more, batch_size, "evaluate"):
                 means.add(self.test_step(batch), int(batch[0].shape[0]))
+        scores = means.result()  # NaN for every metric when there were no examples
+        if empty is not None and not means.steps:
+            raise EmptyEpochError(
+                f"{empty}: the validation data ({type(data).__name__}) yielded no batch"
+            )
+        return scores
+
+    @contextlib.contextmanager
+    def _eval_phase(self) -> Iterator[None]:
+        """The eval phase for the block, counted so that evaluations in several threads at
+        once all run in it and the phase the model had comes back when the last one ends."""
+        with self._phase_lock:
+            if not self._evaluating:
+                self._resume_training = self.graph.training
+                self.graph.eval()
+            self._evaluating += 1
+        try:
+            yield
         finally:
-            if was_training:
-                self.graph.train()
-        return means.result()  # NaN for every metric when there were no examples
+            with self._phase_lock:
+                self._evaluating -= 1
+                if not self._evaluating and self._resume_training:
+                    self.graph.train()
 
     def predict_outputs(self, x: Any, *more: Any, batch_size: int = 256) -> dict[str, np.ndarray]:
         """Every named output for inputs ``x`` (host arrays), batch by batch, in the eval phase."""
         graph = self._prediction_graph()
         feeds: dict[Any, Any] = {}
         results: list[list[np.ndarray]] = [[] for _ in self.outputs]
-        for batch in batches(x, more, batch_size):
+        for batch in batches(x, more, batch_size, "predict"):
             for p, v in zip(self._predict_inputs, batch):
                 feeds[p] = v
             values = graph.forward(feeds, keep_for_backward=False)
@@ -663,16 +697,68 @@ def bind_optimizer(optimizer: Any, params: list[Parameter]) -> None:
         bind(params)
 
 
-def batches(data: Any, more: Sequence[Any], batch_size: int) -> Iterator[Batch]:
-    """Batches from a feed (any iterable of array tuples), or from arrays sliced in order."""
-    if not more and not isinstance(data, np.ndarray) and not hasattr(data, "shape"):
-        if isinstance(data, tuple | list):
-            arrays = list(data)
-        else:
-            yield from (b if isinstance(b, tuple | list) else (b,) for b in data)
-            return
-    else:
+def batches(
+    data: Any, more: Sequence[Any], batch_size: int, who: str = "predict"
+) -> Iterator[Batch]:
+    """Batches from a feed (any iterable of array tuples, a list of batches), or from arrays
+    sliced in order: ``data, *more``, a tuple ``(x, y)`` or a list of arrays. Python lists (of rows, of
+    numbers) are converted to arrays, as Keras and scikit-learn do; what cannot be raises a
+    ``TypeError`` naming ``who`` (the call)."""
+    if more or hasattr(data, "shape"):
         arrays = [data, *more]
+    elif isinstance(data, tuple) and data and not all(_is_batch(b) for b in data):
+        arrays = list(data)  # (x, y): one array (or list of rows) per input
+    elif isinstance(data, list) and data and all(hasattr(a, "shape") for a in data):
+        arrays = list(data)  # [x, y]: one array per input
+    elif isinstance(data, tuple | list) and data and all(_is_batch(b) for b in data):
+        yield from (tuple(b) for b in data)  # a list of (x, y) batches, as fit takes
+        return
+    elif isinstance(data, tuple | list):
+        arrays = [data]  # rows
+    elif isinstance(data, str | bytes | Mapping) or not isinstance(data, Iterable):
+        raise TypeError(
+            f"{who}: cannot read examples from a {type(data).__name__}; give arrays (NumPy or "
+            "the backend's), Python lists of rows, or a feed (nnlayers.Feed(x, y))"
+        )
+    else:
+        yield from (b if isinstance(b, tuple | list) else (b,) for b in data)
+        return
+    arrays = [_as_examples(a, i, who) for i, a in enumerate(arrays)]
     n = int(arrays[0].shape[0])
+    for i, a in enumerate(arrays[1:], 1):
+        if int(a.shape[0]) != n:
+            raise ValueError(
+                f"{who}: argument {i} has {int(a.shape[0])} examples but argument 0 has {n}; "
+                "every array needs the same length along its first axis"
+            )
     for start in range(0, n, batch_size):
         yield [a[start : start + batch_size] for a in arrays]
+
+
+def _is_batch(b: Any) -> bool:
+    return isinstance(b, tuple | list) and bool(b) and all(hasattr(a, "shape") for a in b)
+
+
+def _as_examples(a: Any, i: int, who: str) -> Any:
+    """``a`` as an array with a first (example) axis: arrays as they are, Python lists of rows
+    or numbers through ``np.asarray``; anything else a ``TypeError`` naming ``who``."""
+    if not hasattr(a, "shape"):
+        if not isinstance(a, list | tuple):
+            raise TypeError(
+                f"{who}: argument {i} is a {type(a).__name__}, not an array or a list of rows"
+            )
+        try:
+            a = np.asarray(a)
+        except ValueError as exc:
+            raise TypeError(
+                f"{who}: argument {i}, a Python {type(a).__name__}, is not rectangular "
+                f"(rows of different lengths?): {exc}"
+            ) from None
+        if a.dtype.kind not in "biuf":
+            raise TypeError(
+                f"{who}: argument {i}, a Python list, holds {type(a.flat[0].item()).__name__} "
+                "values, not numbers"
+            )
+    if len(a.shape) == 0:
+        raise TypeError(f"{who}: argument {i} is a scalar; it needs a first (example) axis")
+    return a

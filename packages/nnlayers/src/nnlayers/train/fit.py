@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 import arraycore
 
-from ..errors import NonFiniteError
+from ..errors import EmptyEpochError, NonFiniteError
+from ..feeds import StreamFeed
 from ..models.model import Means, Model
 from .callbacks import Callback, CallbackList, TerminateOnNaN
 from .history import History
@@ -140,6 +141,7 @@ def fit(
     total = _examples_per_epoch(feed)
     with labels, ids:
         try:
+            _check_one_shot(feed, epochs, model.epoch)  # after on_train_begin, which may resume
             while model.epoch < epochs and not state.stop:
                 epoch = model.epoch + 1
                 model.start_epoch(epoch)
@@ -224,6 +226,8 @@ def _run_epoch(
                 if stop_on_nonfinite:
                     _check(means, epoch)
         logs = means.result()
+        if not means.steps:
+            raise EmptyEpochError(_empty_epoch_message(feed, epoch, model.epoch))
         if state is not None:
             state.global_step = first_step + means.steps
         if stop_on_nonfinite:
@@ -243,10 +247,9 @@ def _run_epoch(
         if validation is not None:
             if sync is not None:  # split between the ranks, averaged over them
                 scores = sync.evaluate(model, validation)
-            elif isinstance(validation, tuple):
-                scores = model.evaluate(*validation)
             else:
-                scores = model.evaluate(validation)
+                data = validation if isinstance(validation, tuple) else (validation,)
+                scores = model._evaluate(data[0], data[1:], 256, empty=f"fit: epoch {epoch}")
             logs.update({f"val_{k}": v for k, v in scores.items()})
     finally:
         bar.close(logs)
@@ -269,6 +272,39 @@ def _stop(epoch: int, step: int, value: float) -> None:
         "kept). Lower the learning rate, clip the gradients or check the data for NaN; "
         "fit(..., stop_on_nonfinite=False) trains on regardless"
     )
+
+
+def _empty_epoch_message(feed: Any, epoch: int, done: int) -> str:
+    what = type(feed).__name__
+    if isinstance(feed, Iterator):
+        why = (
+            f"a {what} is an iterator, used up by the first pass over it; pass a Feed(x, y), "
+            "a StreamFeed(factory) whose callable returns a fresh iterable per epoch, or a list "
+            "of batches"
+        )
+    elif isinstance(feed, StreamFeed):
+        why = (
+            f"the {what}'s source yielded no examples this epoch (a source callable must "
+            "return a fresh iterable each time it is called)"
+        )
+    else:
+        why = f"the {what} yielded no batch"
+    return (
+        f"fit: epoch {epoch} read no data: {why}. Training stopped before the epoch was counted "
+        f"(model.epoch is still {done})"
+    )
+
+
+def _check_one_shot(feed: Any, epochs: int, done: int) -> None:
+    """Refuse, before anything trains, an iterator (a generator) for more than one epoch: the
+    second epoch would find it used up."""
+    if isinstance(feed, Iterator) and epochs - done > 1:
+        raise TypeError(
+            f"fit: the feed is a {type(feed).__name__}, an iterator that the first epoch uses "
+            f"up, and epochs {done + 2} to {epochs} would read no data; pass a "
+            "nnlayers.Feed(x, y, batch_size=32), a nnlayers.StreamFeed(factory) whose "
+            "callable returns a fresh iterable of batches each epoch, or a list of batches"
+        )
 
 
 def _check_arguments(feed: Any, epochs: Any) -> None:
