@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nnlayers._atomic import HOST_TAG, remove_stale_temporaries
-from nnlayers.checkpoint import load_checkpoint, save_checkpoint
+from nnlayers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
 pytestmark = pytest.mark.skipif(
     os.name != "posix", reason="SIGKILL and the stale-temporary cleanup are POSIX"
@@ -154,7 +154,11 @@ def test_a_failed_save_removes_its_own_temporary(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("safetensors.numpy.save_file", full_disk)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="No space left") as info:
         save_checkpoint(path, {"a": np.ones(3)}, {"v": 2})
+    # the user's path, not the temporary's; a CheckpointError too (see test_file_faults.py)
+    assert isinstance(info.value, CheckpointError)
+    assert (info.value.errno, info.value.filename) == (28, str(path))
+    assert str(info.value).startswith(f"checkpoint {path}: cannot save: No space left")
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt.safetensors"]
     assert load_checkpoint(path)[1] == {"v": 1}

@@ -20,15 +20,19 @@ and of older nnlayers versions (``.<name>.<random>.tmp``, with no owner recorded
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
+
+from .errors import FileFaultError
 
 try:
     import fcntl
@@ -48,8 +52,10 @@ def check_target(path: str | os.PathLike[str], label: str = "file") -> Path:
     """``path`` as a ``Path`` if a file can be written there, else an error naming it.
 
     An empty path raises ``ValueError``; an existing folder (or a path ending in a separator)
-    ``IsADirectoryError``; a parent folder that does not exist ``FileNotFoundError``, and one
-    that is a file ``NotADirectoryError``. ``label`` starts the message (``"checkpoint"``).
+    ``IsADirectoryError``; a parent folder that does not exist ``FileNotFoundError``, one that
+    is a file ``NotADirectoryError``, and one that cannot be looked up (a symbolic-link loop, no
+    permission) the OS's error. Each is a :class:`~nnlayers.errors.FileFaultError` with the
+    ``errno`` and ``filename`` ``path``. ``label`` starts the message (``"checkpoint"``).
     """
     text = os.fspath(path)
     if isinstance(text, bytes):
@@ -57,19 +63,113 @@ def check_target(path: str | os.PathLike[str], label: str = "file") -> Path:
     if not text.strip():
         raise ValueError(f"{label} path {text!r} is empty: name the file to write")
     target = Path(text)
-    if text.endswith(("/", os.sep)) or target.is_dir():
-        raise IsADirectoryError(f"{label} {text}: is a folder, not a file; name a file inside it")
+    if text.endswith(("/", os.sep)) or _is_dir(target):
+        raise fault(
+            errno.EISDIR, target, f"{label} {text}: is a folder, not a file; name a file inside it"
+        )
     folder = target.parent
-    if not folder.is_dir():
-        if folder.exists():
-            raise NotADirectoryError(f"{label} {target}: {folder} is a file, not a folder")
-        raise FileNotFoundError(f"{label} {target}: folder {folder} does not exist")
+    try:
+        st = folder.stat()
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            raise fault(exc, target, f"{label} {target}: folder {folder} does not exist") from None
+        if exc.errno == errno.ENOTDIR:
+            raise fault(
+                exc, target, f"{label} {target}: a part of {folder} is a file, not a folder"
+            ) from None
+        raise fault(
+            exc,
+            target,
+            f"{label} {target}: cannot write into the folder {folder}: {reason(exc, folder)}",
+        ) from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise fault(errno.ENOTDIR, target, f"{label} {target}: {folder} is a file, not a folder")
     return target
+
+
+def fault(
+    cause: OSError | int,
+    path: str | os.PathLike[str],
+    message: str,
+    *,
+    error: type[FileFaultError] = FileFaultError,
+) -> FileFaultError:
+    """A :class:`~nnlayers.errors.FileFaultError` (or ``error``, a subclass) saying ``message``
+    about the user's ``path``, with the ``errno`` and ``strerror`` of ``cause`` (an OS error,
+    or an ``errno`` code); also the ``OSError`` subclass Python has for that code."""
+    code = cause if isinstance(cause, int) else cause.errno
+    strerror = None if isinstance(cause, int) else cause.strerror
+    if code is not None and not strerror:
+        strerror = os.strerror(code)
+    return error.of(code)(code, strerror, os.fspath(path), message)
+
+
+def reason(cause: OSError | int, folder: str | os.PathLike[str] | None = None) -> str:
+    """The OS's reason for ``cause`` and its ``errno`` name (``Read-only file system (EROFS)``);
+    for a full device, whether it ran out of inodes rather than bytes (looked up on the file
+    system of ``folder``)."""
+    code = cause if isinstance(cause, int) else cause.errno
+    if code is None:
+        return str(cause)
+    text = (None if isinstance(cause, int) else cause.strerror) or os.strerror(code)
+    name = errno.errorcode.get(code, f"errno {code}")
+    if code == errno.ENOSPC and folder is not None and _no_free_inodes(folder):
+        return f"{text} ({name}: the file system has no free inodes left)"
+    return f"{text} ({name})"
+
+
+def _no_free_inodes(folder: str | os.PathLike[str]) -> bool:
+    if not hasattr(os, "statvfs"):
+        return False
+    try:
+        vfs = os.statvfs(folder)
+    except OSError:
+        return False
+    return vfs.f_files > 0 and vfs.f_favail == 0
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(path.stat().st_mode)
+    except OSError:
+        return False  # not there (a new file), or a link that leads nowhere: written over
+
+
+#: Codes of a file system refusing a write: an OS error of one of these from the code that
+#: writes the temporary (``out.write``, a library's writer) is about the target's file system.
+_STORAGE_FAULTS = frozenset(
+    getattr(errno, name)
+    for name in (
+        "EROFS",
+        "ENOSPC",
+        "EDQUOT",
+        "EFBIG",
+        "EIO",
+        "EACCES",
+        "EPERM",
+        "EMLINK",
+        "ENAMETOOLONG",
+        "ELOOP",
+        "ENOENT",
+        "ENOTDIR",
+        "EISDIR",
+        "EEXIST",
+        "EXDEV",
+        "ESTALE",
+        "EOVERFLOW",
+    )
+    if hasattr(errno, name)
+)
 
 
 @contextlib.contextmanager
 def atomic_path(
-    target: str | os.PathLike[str], *, durable: bool = True, label: str = "file"
+    target: str | os.PathLike[str],
+    *,
+    durable: bool = True,
+    label: str = "file",
+    action: str = "write",
+    error: type[FileFaultError] = FileFaultError,
 ) -> Iterator[Path]:
     """Yield a path to write the new content of ``target`` to; it replaces ``target`` when the
     ``with`` block ends without error, and is deleted otherwise.
@@ -79,23 +179,49 @@ def atomic_path(
     file gets the mode of the file it replaces, or the usual ``0o666`` less the umask. With
     ``durable`` the data and the rename are synced to disk before returning. Stale temporaries
     of killed writes into the same folder are removed first (see the module's docstring).
+
+    A fault of the file system (read-only, full, no free inodes, a file-size limit, an I/O
+    error), whether in this function or in the ``with`` block's writes to the temporary, raises
+    ``error`` (a :class:`~nnlayers.errors.FileFaultError`) naming ``target``, never the
+    temporary: ``"<label> <target>: cannot <action>: <the OS's reason>; nothing was
+    replaced"``. Other errors of the ``with`` block (a lost connection, a bad value) pass
+    through unchanged.
     """
     destination = check_target(target, label)
     folder = destination.parent
+    previous = os.path.lexists(destination)
+
+    def failed(exc: OSError) -> FileFaultError:
+        kept = "the previous file is unchanged" if previous else "nothing was written"
+        return fault(
+            exc,
+            destination,
+            f"{label} {destination}: cannot {action}: {reason(exc, folder)}; {kept}",
+            error=error,
+        )
+
     remove_stale_temporaries(folder)
     try:
         staging = Path(tempfile.mkdtemp(dir=folder, prefix=_prefix(destination), suffix=".tmp"))
-    except PermissionError as exc:
-        raise PermissionError(
-            f"{label} {destination}: cannot write into the folder {folder} ({exc.strerror})"
-        ) from exc
-    lock = _hold_lock(staging)
+        lock = _hold_lock(staging)
+    except OSError as exc:
+        raise failed(exc) from exc
     try:
         temp = staging / destination.name
-        yield temp
+        try:
+            yield temp
+        except FileFaultError:
+            raise
+        except OSError as exc:
+            if exc.errno not in _STORAGE_FAULTS or not _within(exc.filename, staging):
+                raise
+            raise failed(exc) from exc
         if not temp.is_file():
-            raise FileNotFoundError(f"{label} {destination}: nothing was written")
-        _finish(temp, destination, durable)
+            raise fault(errno.ENOENT, destination, f"{label} {destination}: nothing was written")
+        try:
+            _finish(temp, destination, durable)
+        except OSError as exc:
+            raise failed(exc) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
         if lock is not None:
@@ -104,13 +230,32 @@ def atomic_path(
         _fsync_folder(folder)
 
 
+def _within(filename: object, folder: Path) -> bool:
+    """Whether an OS error's ``filename`` is none (a write to an open file) or lies in
+    ``folder`` (the temporary, or a writer's own temporary beside it)."""
+    if filename is None:
+        return True
+    if not isinstance(filename, str | bytes | os.PathLike):
+        return False
+    name, inside = os.path.abspath(os.fsdecode(filename)), os.path.abspath(folder)
+    return name == inside or name.startswith(inside + os.sep)
+
+
 @contextlib.contextmanager
 def atomic_write(
-    target: str | os.PathLike[str], *, durable: bool = True, label: str = "file"
+    target: str | os.PathLike[str],
+    *,
+    durable: bool = True,
+    label: str = "file",
+    action: str = "write",
+    error: type[FileFaultError] = FileFaultError,
 ) -> Iterator[BinaryIO]:
     """Yield a binary file that replaces ``target`` when the ``with`` block ends without error
     (:func:`atomic_path` with the file opened for writing)."""
-    with atomic_path(target, durable=durable, label=label) as temp, temp.open("xb") as out:
+    with (
+        atomic_path(target, durable=durable, label=label, action=action, error=error) as temp,
+        temp.open("xb") as out,
+    ):
         yield out
 
 

@@ -24,10 +24,13 @@ metadata, so a corrupt or truncated file is an error rather than silently wrong 
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
 import os
+import re
+import stat
 import struct
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -39,7 +42,8 @@ import safetensors.numpy
 
 import arraycore
 
-from ._atomic import atomic_path, check_target
+from ._atomic import atomic_path, check_target, fault, reason
+from .errors import FileFaultError, NNLayersError
 
 MetadataValue = str | int | float | bool
 
@@ -67,8 +71,30 @@ _ATTEMPTS = 3  # reads of a file that another process replaces while it is being
 _Fail = Callable[[str], "CheckpointError"]
 
 
-class CheckpointError(ValueError):
+class CheckpointError(NNLayersError, ValueError):
     """A checkpoint that cannot be read or does not fit: the message names the file."""
+
+
+class CheckpointIOError(CheckpointError, FileFaultError):
+    """The operating system refused to save or load a checkpoint: a read-only or full file
+    system, no free inodes, a file-size limit, no permission, an I/O error.
+
+    Both a :class:`CheckpointError` and a :class:`~nnlayers.errors.FileFaultError` (an
+    ``OSError`` with the OS's ``errno`` and ``strerror``, ``filename`` the checkpoint's path),
+    so ``except CheckpointError`` and ``except OSError`` both catch it. A path that names
+    nothing (``FileNotFoundError``), a folder (``IsADirectoryError``), passes through a file
+    (``NotADirectoryError``) or loops (``ELOOP``) is a ``FileFaultError`` but not a
+    ``CheckpointError``, as a missing file has always been.
+    """
+
+
+#: Codes of a path that names no file, as opposed to a file system that refuses to work
+_PATH_FAULTS = frozenset(
+    getattr(errno, name)
+    for name in ("ENOENT", "ENOTDIR", "EISDIR", "ELOOP", "ENAMETOOLONG")
+    if hasattr(errno, name)
+)
+_OS_ERROR_CODE = re.compile(r"\(os error (\d+)\)")
 
 
 # -- saving ----------------------------------------------------------------------------------
@@ -85,7 +111,9 @@ def save_checkpoint(
 
     An empty ``path`` raises ``ValueError``, a folder ``IsADirectoryError`` and a path whose
     folder does not exist ``FileNotFoundError``, each naming the path, before anything is
-    copied or written.
+    copied or written. A file system that refuses the write (read-only, full, out of inodes,
+    a file-size limit) raises :class:`CheckpointIOError` naming ``path``; the file there before
+    is left as it was and no temporary remains.
     """
     target = check_target(path, "checkpoint")
     host = {name: _to_host(name, value, target) for name, value in _check_names(tensors, target)}
@@ -93,16 +121,25 @@ def save_checkpoint(
     index = _layout(host)
     digest = _digest(index, meta, (_little_endian(host[n]) for n in index))
     meta[_DIGEST_KEY] = digest
-    with atomic_path(target, label="checkpoint") as temp:
+    with atomic_path(target, label="checkpoint", action="save", error=CheckpointIOError) as temp:
         try:
             safetensors.numpy.save_file(host, temp, metadata=meta)
         except safetensors.SafetensorError as exc:
+            code = _os_error_code(exc)
+            if code is not None:  # the OS refused the library's write: atomic_path names it
+                raise OSError(code, os.strerror(code), str(temp)) from exc
             raise CheckpointError(
                 f"checkpoint {target}: the safetensors library could not write it ({exc}); "
                 f"nothing was replaced"
             ) from exc
         _check_written(temp, {"__metadata__": meta, **index}, target)
     return target
+
+
+def _os_error_code(exc: BaseException) -> int | None:
+    """The OS's ``errno`` in an error of the safetensors library (``... (os error 28)``)."""
+    found = _OS_ERROR_CODE.search(str(exc))
+    return int(found[1]) if found else None
 
 
 def _layout(host: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
@@ -225,14 +262,12 @@ def load_checkpoint(
 
     A missing file raises ``FileNotFoundError`` and a folder ``IsADirectoryError``; a
     truncated or corrupt one, or one with malformed metadata, raises :class:`CheckpointError`
-    naming the file and saying what is wrong. Files written by other safetensors tools load
-    too (their metadata values stay strings).
+    naming the file and saying what is wrong; one the OS does not let nnlayers read (no
+    permission, an I/O error) :class:`CheckpointIOError`. Files written by other safetensors
+    tools load too (their metadata values stay strings).
     """
     source = Path(path)
-    if source.is_dir():
-        raise IsADirectoryError(f"checkpoint {source}: is a folder, not a file")
-    if not source.is_file():
-        raise FileNotFoundError(f"checkpoint {source}: no such file")
+    _check_source(source)
     for _ in range(_ATTEMPTS):
         before = _identity(source)
         try:
@@ -246,6 +281,28 @@ def load_checkpoint(
     raise CheckpointError(
         f"checkpoint {source}: the file was replaced {_ATTEMPTS} times while it was being read"
     )
+
+
+def _check_source(source: Path) -> None:
+    """Raise the error for a checkpoint ``source`` that is not a file that can be read."""
+    try:
+        st = source.stat()
+    except OSError as exc:
+        raise _load_fault(exc, source) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise fault(errno.EISDIR, source, f"checkpoint {source}: is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        raise CheckpointError(f"checkpoint {source}: not a regular file")
+
+
+def _load_fault(exc: OSError, source: Path) -> FileFaultError:
+    """The error for an OS error ``exc`` that loading the checkpoint ``source`` met."""
+    if exc.errno == errno.ENOENT:
+        message = f"checkpoint {source}: no such file"
+    else:
+        message = f"checkpoint {source}: cannot load: {reason(exc)}"
+    error = FileFaultError if exc.errno in _PATH_FAULTS else CheckpointIOError
+    return fault(exc, source, message, error=error)
 
 
 def _identity(path: Path) -> tuple[int, ...] | None:
@@ -306,17 +363,22 @@ def _load(source: Path) -> tuple[dict[str, np.ndarray], dict[str, MetadataValue]
 
 def _read_header(source: Path, fail: _Fail) -> tuple[dict[str, Any], int]:
     """The parsed JSON header and the number of data bytes after it."""
-    with source.open("rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size < 8:
-            raise fail(f"truncated: {size} bytes, too short for the 8-byte header length")
-        (length,) = struct.unpack("<Q", f.read(8))
-        if length > min(size - 8, _MAX_HEADER):
-            raise fail(
-                f"truncated or corrupt: the header claims {length} bytes but the file has only "
-                f"{size - 8} after the length"
-            )
-        raw = f.read(length)
+    try:
+        with source.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size < 8:
+                raise fail(f"truncated: {size} bytes, too short for the 8-byte header length")
+            (length,) = struct.unpack("<Q", f.read(8))
+            if length > min(size - 8, _MAX_HEADER):
+                raise fail(
+                    f"truncated or corrupt: the header claims {length} bytes but the file has "
+                    f"only {size - 8} after the length"
+                )
+            raw = f.read(length)
+    except FileFaultError:
+        raise
+    except OSError as exc:
+        raise _load_fault(exc, source) from exc
     try:
         header = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -345,7 +407,14 @@ def _read_tensors(source: Path, names: list[str], fail: _Fail) -> dict[str, np.n
                 tensors[name] = array
             return tensors
     except safetensors.SafetensorError as exc:
+        code = _os_error_code(exc)
+        if code is not None:
+            raise _load_fault(OSError(code, os.strerror(code)), source) from exc
         raise fail(f"the safetensors library cannot read it ({exc})") from exc
+    except FileFaultError:
+        raise
+    except OSError as exc:
+        raise _load_fault(exc, source) from exc
 
 
 _JSON_TYPES = {dict: "object", list: "array", str: "string", bool: "boolean", type(None): "null"}
@@ -473,6 +542,7 @@ def load_into(
 
 __all__ = [
     "CheckpointError",
+    "CheckpointIOError",
     "MetadataValue",
     "load_checkpoint",
     "load_into",

@@ -44,6 +44,7 @@ import numpy as np
 from ..checkpoint import (
     _DIGEST_KEY,
     CheckpointError,
+    _check_source,
     _decode_metadata,
     _json_type,
     _read_header,
@@ -95,8 +96,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     def fail(reason: str) -> CheckpointError:
         return CheckpointError(f"checkpoint {source}: {reason}")
 
-    if not source.is_file():
-        raise FileNotFoundError(f"checkpoint {source}: no such file")
+    _check_source(source)
     header, _ = _read_header(source, fail)
     raw = header.get("__metadata__") or {}
     if not isinstance(raw, dict) or not all(
@@ -115,9 +115,11 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
     loads a training checkpoint for prediction); a model optimiser without saved state is an
     error, since training could not resume as it was.
 
-    Raises ``FileNotFoundError`` for a missing file and
-    :class:`nnlayers.checkpoint.CheckpointError` for one that is corrupt or does not fit; in
-    both cases nothing about the model has changed.
+    Raises ``FileNotFoundError`` for a missing file,
+    :class:`nnlayers.checkpoint.CheckpointError` for one that is corrupt or does not fit, and
+    :class:`nnlayers.checkpoint.CheckpointIOError` (both a ``CheckpointError`` and an
+    ``OSError``) for one the OS does not let nnlayers read; in each case nothing about the
+    model has changed.
     """
     tensors, metadata = load_checkpoint(path)
     weights = {k[len(_MODEL) :]: v for k, v in tensors.items() if k.startswith(_MODEL)}
