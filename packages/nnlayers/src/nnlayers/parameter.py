@@ -219,6 +219,7 @@ class Parameter(Expr):
         self._value = xp.asarray(self.numpy(), dtype=self.spec.dtype)
         self.grad = None
         self._home = xp
+        _MOVES[0] += 1  # every compiled graph checks its parameters' homes at its next run
         return self
 
     def numpy(self) -> np.ndarray:
@@ -264,6 +265,16 @@ _VERSION = [0]
 
 def _changed() -> None:
     _VERSION[0] += 1
+
+
+#: Bumped by every :meth:`Parameter.move_to`: a compiled graph compares it at each run (one
+#: integer comparison) and checks where its parameters live only when it changed.
+_MOVES = [0]
+
+
+def placement_version() -> int:
+    """A counter that changes whenever any parameter is moved to a backend (``move_to``)."""
+    return _MOVES[0]
 
 
 def trainable_version() -> int:

@@ -187,6 +187,56 @@ def test_batch_norm_rejects_mixed_dtypes_when_built() -> None:
     assert "batch_norm" in message and "gamma float64" in message and "x float32" in message
 
 
+def other_backend(xp):
+    """A usable backend other than ``xp`` (the tiny test backend, NumPy or OpenCL), or skip."""
+    import arraycore
+
+    for name in ("tiny", "numpy", "opencl"):
+        if name not in arraycore._registry.entry_points():
+            continue
+        try:
+            candidate = arraycore.namespace(name)
+        except arraycore.BackendError:
+            continue
+        if candidate is not xp:
+            return candidate
+    pytest.skip(f"needs a second usable backend beside {xp.name}")
+
+
+def test_compiled_models_check_a_moved_parameter_as_new_graphs_do(xp) -> None:
+    """``move_to`` on a parameter of a compiled model: predict, evaluate and train_step raise
+    the documented BackendMismatchError naming the parameter, before anything changes (not the
+    old backend's raw TypeError from inside a kernel); moved back, the model runs again."""
+    import arraycore
+    from nnlayers.layers import Affine, Sequential
+    from nnlayers.models import Classifier
+    from nnlayers.optim import Adam
+
+    other = other_backend(xp)
+    model = Classifier(Sequential([Affine(4, activation="relu"), Affine(3)], seed=0), (2,))
+    model.optimizer = Adam(1e-2)
+    x = np.random.default_rng(0).normal(size=(6, 2)).astype(np.float32)
+    y = np.array([0, 1, 2, 0, 1, 2])
+    model.train_step((x, y))
+    want = model.predict(x)
+    moved = model.params[0]
+    moved.move_to(other)
+    others = [p.numpy() for p in model.params[1:]]
+    for call in (
+        lambda: model.predict(x),
+        lambda: model.evaluate(x, y),
+        lambda: model.train_step((x, y)),
+    ):
+        with pytest.raises(arraycore.BackendMismatchError) as info:
+            call()
+        message = str(info.value)
+        assert repr(moved.name) in message and "move_to" in message and xp.name in message
+    for p, value in zip(model.params[1:], others, strict=True):
+        np.testing.assert_array_equal(p.numpy(), value)  # nothing trained
+    moved.move_to(xp)
+    np.testing.assert_allclose(model.predict(x), want, rtol=1e-6)
+
+
 def test_a_parameter_used_by_graphs_of_two_backends_is_an_error(xp) -> None:
     import arraycore
 

@@ -30,7 +30,7 @@ from .. import profiler
 from ..errors import FeedError, FeedIndexError, GraphError
 from ..expr.node import Expr, as_expr, infer_specs
 from ..expr.spec import format_shape
-from ..parameter import Parameter
+from ..parameter import Parameter, placement_version
 from . import debug
 from .analysis import analyse
 from .guard import check_source
@@ -121,6 +121,7 @@ class Graph:
         self._parameters = [(i, nodes[i]) for i in a.parameters]
         for _, p in self._parameters:
             p.to_backend(xp)  # type: ignore[attr-defined]
+        self._placement = placement_version()  # where the parameters were checked to live
         self._constants = [
             (i, xp.asarray(nodes[i].value, dtype=nodes[i].spec.dtype))  # type: ignore[attr-defined]
             for i in a.constants
@@ -186,8 +187,25 @@ class Graph:
             self._pending = (plan, slots, residuals)  # type: ignore[assignment]
         return outputs[0] if self._single else outputs
 
+    def _check_placement(self) -> None:
+        """After a parameter was moved (``move_to``): every parameter of this graph must still
+        live on its backend, else a :class:`arraycore.BackendMismatchError` naming it, raised
+        before anything runs (as a graph compiled now would)."""
+        for _, p in self._parameters:
+            home = p._home  # type: ignore[attr-defined]
+            if home is not None and home is not self.xp:
+                raise arraycore.BackendMismatchError(
+                    f"Parameter {p.name!r} was moved to {home} (parameter.move_to), but this "
+                    f"graph was compiled on {self.xp} and cannot run with it; build the model "
+                    "again on the new backend (its parameters are then moved with it), or move "
+                    f"it back with parameter.move_to(arraycore.namespace({self.xp.name!r}))"
+                )
+        self._placement = placement_version()
+
     def _slots(self, plan: Plan, values: list[Any]) -> list[Any]:
         """A plan's value slots with the sources filled in (one spare ``None`` slot at the end)."""
+        if self._placement != placement_version():
+            self._check_placement()
         slots: list[Any] = [None] * (plan.size + 1)
         for (i, _), v in zip(self._placeholders, values, strict=True):
             slots[i] = v
