@@ -10,6 +10,7 @@ The tmpfs tests mount a small tmpfs below ``tmp_path`` (root, and a container th
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import pickle
@@ -28,7 +29,8 @@ from nnlayers.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from nnlayers.datasets.idx import write_idx
+from nnlayers.datasets._files import download
+from nnlayers.datasets.idx import read_idx, write_idx
 from nnlayers.errors import FileFaultError, NNLayersError
 from nnlayers.train.checkpoints import read_metadata
 
@@ -157,6 +159,21 @@ def test_other_atomic_writes_name_their_file_on_a_full_or_read_only_file_system(
     _only(fs, idx.name)
 
 
+def test_a_download_onto_a_full_disk_names_the_file_and_tries_no_other_mirror(tmpfs, tmp_path):
+    source = tmp_path / "data.bin"
+    payload = os.urandom(2_000_000)
+    source.write_bytes(payload)
+    digest = hashlib.sha256(payload).hexdigest()
+    fs = tmpfs(size="1m")
+    mirrors = [source.as_uri(), (tmp_path / "never" / "data.bin").as_uri()]
+    with pytest.raises(FileFaultError) as info:
+        download("data.bin", mirrors, digest, len(payload), fs, progress=False)
+    _check_fault(info, fs / "data.bin", errno.ENOSPC, action="write")
+    assert str(info.value).startswith(f"download {fs / 'data.bin'}: ")
+    assert "never" not in str(info.value)  # raised at once, not after the other mirrors
+    _only(fs)
+
+
 FILE_SIZE_LIMIT = textwrap.dedent(
     """
     import json, resource, signal, sys
@@ -209,6 +226,17 @@ def test_a_symlink_loop_is_reported_as_a_loop_not_a_missing_file(tmp_path):
         assert not isinstance(exc, FileNotFoundError)
         assert "no such file" not in str(exc)
         assert not isinstance(exc, CheckpointError)  # a path problem, as a missing file is
+
+
+def test_reading_an_idx_file_through_a_symlink_loop(tmp_path):
+    loop = _loop(tmp_path)
+    with pytest.raises(FileFaultError) as info:
+        read_idx(loop)
+    _check_fault(info, loop, errno.ELOOP, action="read")
+    assert not isinstance(info.value, FileNotFoundError)
+    with pytest.raises(FileNotFoundError) as info:
+        read_idx(tmp_path / "nope-idx")
+    assert info.value.errno == errno.ENOENT and str(info.value).endswith(": no such file")
 
 
 def test_saving_into_a_folder_that_is_a_symlink_loop(tmp_path):

@@ -30,6 +30,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._atomic import atomic_write, check_target
+from ..errors import FileFaultError
 
 ENV_DATA = "NNLAYERS_DATA"
 ENV_DEADLINE = "NNLAYERS_DOWNLOAD_DEADLINE"
@@ -109,7 +110,8 @@ def download(
     send nothing for at most ``stall`` seconds; a mirror that fails, stalls or is too slow is
     left for the next. ``progress`` shows a bar on standard error (default: when standard
     error is a terminal). Returns the path; raises :class:`DatasetError` listing what each
-    mirror did when none worked.
+    mirror did when none worked, and at once the :class:`~nnlayers.errors.FileFaultError` of
+    a local file system that refuses the file (full, read-only), naming its path.
     """
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -125,6 +127,8 @@ def download(
         try:
             _fetch(url, target, sha256, size, limit, wait, show)
             return target
+        except FileFaultError:
+            raise  # the local disk refused the file (full, read-only): no mirror can help
         except (OSError, http.client.HTTPException, DatasetError, ValueError) as exc:
             failures.append(f"{url}: {_reason(exc, wait)}")
             if show:

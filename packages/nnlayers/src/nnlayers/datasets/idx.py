@@ -13,16 +13,18 @@ big-endian uint32, then the values in C order, big-endian. Files may be gzip-com
 
 from __future__ import annotations
 
+import errno
 import gzip
 import math
 import os
+import stat
 import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from .._atomic import atomic_write, check_target
+from .._atomic import atomic_write, check_target, fault, reason
 from ._files import DatasetError
 
 IDX_TYPES: dict[int, np.dtype] = {
@@ -54,13 +56,20 @@ def read_idx(path: str | os.PathLike[str]) -> np.ndarray:
 
     Returns a native-endian NumPy array of the file's type and shape. A file that is not IDX,
     or is truncated or has bytes left over, raises :class:`DatasetError` naming the file and
-    what is wrong; a missing one ``FileNotFoundError`` and a folder ``IsADirectoryError``.
+    what is wrong; a missing one ``FileNotFoundError``, a folder ``IsADirectoryError`` and
+    other faults of the OS (a symbolic-link loop) its error, each a
+    :class:`~nnlayers.errors.FileFaultError` naming ``path``.
     """
     source = Path(path)
-    if source.is_dir():
-        raise IsADirectoryError(f"IDX file {source}: is a folder, not a file")
-    if not source.is_file():
-        raise FileNotFoundError(f"IDX file {source}: no such file")
+    try:
+        mode = source.stat().st_mode
+    except OSError as exc:
+        why = "no such file" if exc.errno == errno.ENOENT else f"cannot read: {reason(exc)}"
+        raise fault(exc, source, f"IDX file {source}: {why}") from None
+    if stat.S_ISDIR(mode):
+        raise fault(errno.EISDIR, source, f"IDX file {source}: is a folder, not a file")
+    if not stat.S_ISREG(mode):
+        raise DatasetError(f"IDX file {source}: not a regular file")
     data = _read_bytes(source)
 
     def fail(reason: str) -> DatasetError:
