@@ -21,9 +21,11 @@ def _snippets(page: str) -> list[str]:
 def test_getting_started_runs_and_prints_what_it_says(tmp_path, monkeypatch, capsys) -> None:
     pytest.importorskip("sklearn", reason="the first model trains on scikit-learn's digits")
     monkeypatch.chdir(tmp_path)
-    arrays, model = _snippets("getting-started.md")
+    arrays, random, model = _snippets("getting-started.md")
     exec(compile(arrays, "getting-started.md", "exec"), {})
     assert capsys.readouterr().out.split("\n")[:2] == ["[ 5. 50.]", "(2, 3)"]
+    exec(compile(random, "getting-started.md", "exec"), {})
+    assert capsys.readouterr().out.split("\n")[:2] == ["(3, 4) (2,)", "int64"]
     exec(compile(model, "getting-started.md", "exec"), {})
     assert capsys.readouterr().out.split() == ["1370", "True"]
 

@@ -488,37 +488,141 @@ class RandomNamespace(_SubNamespace):
         return Generator(self._xp, seed)
 
 
+_UNSET: Any = object()
+
+
 class Generator:
-    """A reproducible random generator on one backend and device."""
+    """A reproducible random generator on one backend and device, with the signatures of
+    NumPy's ``numpy.random.Generator``: ``random(size)``, ``uniform(low, high, size)``,
+    ``normal(loc, scale, size)``, ``standard_normal(size)``, ``integers(low, high, size)``,
+    ``permutation(x)``, ``choice(a, size, replace, p)``, plus ``bernoulli(p, size)``.
+
+    ``size`` is the shape of the draw (``None``: one value, a 0-d array); ``loc``/``scale`` and
+    ``low``/``high`` may be arrays (or sequences), broadcast against ``size`` as NumPy does, so
+    ``g.normal((2.0, 3.0))`` is two draws of means 2 and 3 on every backend. ``dtype`` picks the
+    floating dtype (default: the namespace's default float). The keyword ``shape=`` (and
+    ``mean=``/``std=`` for ``normal``) of arraycore before NumPy's names still works.
+
+    >>> import arraycore
+    >>> g = arraycore.namespace("numpy").random.default_rng(0)
+    >>> g.normal(size=(2, 3)).shape, g.normal((2.0, 3.0)).shape, g.integers(0, 10, size=4).dtype
+    ((2, 3), (2,), dtype('int64'))
+    """
 
     def __init__(self, xp: Namespace, seed: int) -> None:
-        if not isinstance(seed, int | np.integer) or seed < 0:
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
             raise ValueError(f"random: the seed must be a non-negative int, got {seed!r}")
         self._xp = xp
         self.seed = int(seed)
         self._state = xp._backend.rng_state(self.seed)
         self._host = np.random.default_rng(self.seed)
 
-    def _shape_dtype(self, shape: Any, dtype: Any, op: str) -> tuple[Shape, np.dtype]:
-        shape = self._xp._shape(shape, op)
-        dt = self._xp._float_dtype(dtype, op)
-        return shape, dt
+    def __repr__(self) -> str:
+        return f"Generator(seed={self.seed}, backend={self._xp.name!r})"
+
+    # -- arguments ------------------------------------------------------------------------------
+    def _size(self, size: Any, shape: Any, op: str) -> Shape | None:
+        """The draw's shape from NumPy's ``size`` or arraycore's older ``shape=`` (None: not
+        given, the parameters' broadcast shape)."""
+        if shape is not _UNSET:
+            if size is not None:
+                raise TypeError(f"{op}: give size= or shape=, not both")
+            size = shape
+        return None if size is None else self._xp._shape(size, op)
+
+    def _param(self, value: Any, dt: np.dtype, op: str) -> Any:
+        """A distribution parameter: a Python number as it is, anything else an array of
+        ``dt`` on this namespace (sequences and NumPy arrays copied over)."""
+        if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+            if isinstance(value, np.generic):
+                return float(value)
+            return self._xp.asarray(value, dtype=dt)
+        return float(value)
+
+    def _shape_of(self, size: Shape | None, op: str, *params: Any) -> Shape:
+        """The shape of the draw: ``size``, which the array parameters must broadcast to, or
+        their broadcast shape."""
+        shapes = [tuple(p.shape) for p in params if not isinstance(p, float)]
+        if not shapes:
+            return () if size is None else size
+        try:
+            joined = np.broadcast_shapes(*shapes) if size is None else size
+            if size is not None and np.broadcast_shapes(size, *shapes) != size:
+                raise ValueError
+        except ValueError:
+            listed = ", ".join(str(s) for s in shapes)
+            raise ValueError(
+                f"{op}: parameters of shapes {listed} do not broadcast to size {size}"
+            ) from None
+        return tuple(joined)
+
+    def _scaled(self, z: Any, scale: Any, offset: Any, unit: tuple[float, float]) -> Any:
+        """``z * scale + offset``, skipping what is the identity (``unit``: (scale, offset))."""
+        xp = self._xp
+        if not (isinstance(scale, float) and scale == unit[0]):
+            z = xp.multiply(z, scale)
+        if not (isinstance(offset, float) and offset == unit[1]):
+            z = xp.add(z, offset)
+        return z
+
+    # -- floating draws -------------------------------------------------------------------------
+    def random(self, size: Any = None, dtype: Any = None) -> Array:
+        """Samples from U[0, 1)."""
+        return self.uniform(0.0, 1.0, size, dtype)
 
     def uniform(
-        self, low: float = 0.0, high: float = 1.0, shape: Any = (), dtype: Any = None
+        self,
+        low: Any = 0.0,
+        high: Any = 1.0,
+        size: Any = None,
+        dtype: Any = None,
+        *,
+        shape: Any = _UNSET,
     ) -> Array:
-        """Samples from U[low, high)."""
-        shape, dt = self._shape_dtype(shape, dtype, "random.uniform")
-        u = self._xp._backend.rng_uniform(self._state, shape, dt)
-        if low == 0.0 and high == 1.0:
-            return u
-        return self._xp.add(self._xp.multiply(u, high - low), low)
+        """Samples from U[low, high) (``low``/``high`` numbers or arrays broadcast to ``size``)."""
+        op = "random.uniform"
+        dt = self._xp._float_dtype(dtype, op)
+        lo, hi = self._param(low, dt, op), self._param(high, dt, op)
+        out_shape = self._shape_of(self._size(size, shape, op), op, lo, hi)
+        u = self._xp._backend.rng_uniform(self._state, out_shape, dt)
+        if isinstance(lo, float) and isinstance(hi, float):
+            if lo == 0.0 and hi == 1.0:
+                return u
+            return self._xp.add(self._xp.multiply(u, hi - lo), lo)
+        width = self._xp.subtract(hi, lo)
+        return self._xp.add(self._xp.multiply(u, width), lo)
 
     def normal(
-        self, mean: float = 0.0, std: float = 1.0, shape: Any = (), dtype: Any = None
+        self,
+        loc: Any = 0.0,
+        scale: Any = 1.0,
+        size: Any = None,
+        dtype: Any = None,
+        *,
+        shape: Any = _UNSET,
+        mean: Any = _UNSET,
+        std: Any = _UNSET,
     ) -> Array:
-        """Samples from N(mean, std**2) (Box-Muller on the backend's uniform stream)."""
-        shape, dt = self._shape_dtype(shape, dtype, "random.normal")
+        """Samples from N(loc, scale**2) (Box-Muller on the backend's uniform stream);
+        ``mean=``/``std=`` are the older names of ``loc``/``scale``."""
+        op = "random.normal"
+        if mean is not _UNSET:
+            loc = mean
+        if std is not _UNSET:
+            scale = std
+        dt = self._xp._float_dtype(dtype, op)
+        m, s = self._param(loc, dt, op), self._param(scale, dt, op)
+        if isinstance(s, float) and s < 0:
+            raise ValueError(f"{op}: scale must be >= 0, got {s}")
+        out_shape = self._shape_of(self._size(size, shape, op), op, m, s)
+        return self._scaled(self._standard(out_shape, dt), s, m, (1.0, 0.0))
+
+    def standard_normal(self, size: Any = None, dtype: Any = None) -> Array:
+        """Samples from N(0, 1)."""
+        op = "random.standard_normal"
+        return self._standard(self._size(size, _UNSET, op) or (), self._xp._float_dtype(dtype, op))
+
+    def _standard(self, shape: Shape, dt: np.dtype) -> Array:
         xp = self._xp
         n = math.prod(shape)
         half = (n + 1) // 2
@@ -528,26 +632,89 @@ class Generator:
         radius = xp.sqrt(xp.multiply(xp.log(xp.subtract(1.0, u1)), -2.0))
         angle = xp.multiply(u2, 2.0 * math.pi)
         z = xp.concat([xp.multiply(radius, xp.cos(angle)), xp.multiply(radius, xp.sin(angle))])
-        z = xp.reshape(z[:n], shape)
-        if mean == 0.0 and std == 1.0:
-            return z
-        return xp.add(xp.multiply(z, std), mean)
+        return xp.reshape(z[:n], shape)
 
-    def bernoulli(self, p: float = 0.5, shape: Any = (), dtype: Any = None) -> Array:
+    def bernoulli(
+        self, p: float = 0.5, size: Any = None, dtype: Any = None, *, shape: Any = _UNSET
+    ) -> Array:
         """1 with probability ``p``, else 0, in ``dtype`` (default: the default float)."""
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"random.bernoulli: p must lie in [0, 1], got {p}")
         xp = self._xp
-        shape = xp._shape(shape, "random.bernoulli")
+        out_shape = self._size(size, shape, "random.bernoulli") or ()
         dt = xp._default_float() if dtype is None else xp._dtype(dtype, "random.bernoulli")
-        u = xp._backend.rng_uniform(self._state, shape, xp._default_float())
+        u = xp._backend.rng_uniform(self._state, out_shape, xp._default_float())
         return xp.astype(xp.less(u, p), dt)
 
-    def permutation(self, n: int) -> Array:
-        """A random permutation of ``arange(n)`` (int64), drawn on the host and copied over."""
-        if not isinstance(n, int | np.integer) or n < 0:
-            raise ValueError(f"random.permutation: n must be a non-negative int, got {n!r}")
-        return self._xp._backend.from_numpy(self._host.permutation(int(n)).astype(np.int64))
+    # -- integer draws (on the host, copied over: the same numbers on every backend) -----------
+    def integers(
+        self,
+        low: int,
+        high: int | None = None,
+        size: Any = None,
+        dtype: Any = "int64",
+        endpoint: bool = False,
+    ) -> Array:
+        """Random integers from ``[low, high)`` (``[0, low)`` with one bound; ``[low, high]``
+        with ``endpoint=True``), of an integer ``dtype``."""
+        op = "random.integers"
+        xp = self._xp
+        dt = xp._dtype(dtype, op)
+        if dt.kind not in "iu":
+            raise TypeError(f"{op}: dtype must be an integer dtype, got {dt}")
+        shape = self._size(size, _UNSET, op)
+        try:
+            drawn = self._host.integers(low, high, size=shape, dtype=dt, endpoint=endpoint)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{op}: {exc}") from None
+        return xp._backend.from_numpy(np.ascontiguousarray(drawn, dtype=dt).reshape(shape or ()))
+
+    def permutation(self, x: Any) -> Array:
+        """A random permutation of ``arange(x)`` (int64) for an int ``x``; for an array, a
+        shuffled copy along its first axis. The order is drawn on the host."""
+        xp = self._xp
+        if isinstance(x, int | np.integer) and not isinstance(x, bool):
+            if x < 0:
+                raise ValueError(f"random.permutation: n must be a non-negative int, got {x!r}")
+            return xp._backend.from_numpy(self._host.permutation(int(x)).astype(np.int64))
+        a = xp.asarray(x)
+        if a.ndim == 0:
+            raise ValueError("random.permutation: an array to shuffle needs a first axis")
+        order = xp._backend.from_numpy(self._host.permutation(int(a.shape[0])).astype(np.int64))
+        return xp.take(a, order, axis=0)
+
+    def choice(
+        self, a: Any, size: Any = None, replace: bool = True, p: Any = None, shuffle: bool = True
+    ) -> Array:
+        """Samples from ``arange(a)`` (an int) or from the first axis of an array ``a``, with
+        or without replacement, with probabilities ``p``; drawn on the host."""
+        op = "random.choice"
+        xp = self._xp
+        shape = self._size(size, _UNSET, op)
+        probs = (
+            None
+            if p is None
+            else np.asarray(
+                p if not hasattr(p, "__array_namespace__") else xp.to_numpy(p), dtype=np.float64
+            )
+        )
+        if isinstance(a, int | np.integer) and not isinstance(a, bool):
+            n, pool = int(a), None
+        else:
+            pool = xp.asarray(a)
+            if pool.ndim == 0:
+                raise ValueError(f"{op}: a must be an int or an array with a first axis")
+            n = int(pool.shape[0])
+        try:
+            index = self._host.choice(n, size=shape, replace=replace, p=probs, shuffle=shuffle)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{op}: {exc}") from None
+        index = np.asarray(index, dtype=np.int64)
+        picked = xp._backend.from_numpy(np.ascontiguousarray(index).reshape(index.shape))
+        if pool is None:
+            return picked
+        flat = xp.take(pool, xp.reshape(picked, (-1,)), axis=0)
+        return xp.reshape(flat, (*index.shape, *pool.shape[1:]))
 
 
 def _is_float16(kind: Any) -> bool:

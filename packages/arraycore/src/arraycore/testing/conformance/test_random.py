@@ -122,3 +122,67 @@ def test_argument_errors(xp: Any) -> None:
         rng.uniform(shape=(2,), dtype=xp.int32)
     with pytest.raises(TypeError):
         rng.normal(shape=(2,), dtype=xp.int64)
+
+
+# -- NumPy's Generator signatures -------------------------------------------------------------
+def test_numpys_signatures_draw_what_numpy_draws_in_shape_and_meaning(xp: Any) -> None:
+    """``normal(loc, scale, size)``, ``uniform(low, high, size)``, ``random(size)`` and
+    ``standard_normal(size)`` as ``numpy.random.Generator`` has them: the same shapes, and
+    array parameters broadcast as NumPy broadcasts them."""
+    g, ref = xp.random.default_rng(5), np.random.default_rng(5)
+    pairs: list[tuple[Any, Any]] = [
+        (g.normal(size=(2, 3)), ref.normal(size=(2, 3))),
+        (g.normal(0.0, 2.0, (4,)), ref.normal(0.0, 2.0, (4,))),
+        (g.normal((2.0, 3.0)), ref.normal((2.0, 3.0))),
+        (g.uniform(-1.0, 1.0, size=5), ref.uniform(-1.0, 1.0, size=5)),
+        (g.uniform(size=(2, 2)), ref.uniform(size=(2, 2))),
+        (g.random((3,)), ref.random((3,))),
+        (g.random(), ref.random()),
+        (g.standard_normal(4), ref.standard_normal(4)),
+        (g.normal(), ref.normal()),
+    ]
+    for draw, want in pairs:
+        assert tuple(draw.shape) == np.shape(want)
+    means = to_host(g.normal(xp.asarray([0.0, 100.0]), 0.5, size=(N // 10, 2)))
+    assert abs(means[:, 0].mean()) < 0.1 and abs(means[:, 1].mean() - 100.0) < 0.1
+    lows = to_host(g.uniform((0.0, 10.0), (1.0, 11.0), size=(N // 10, 2)))
+    assert (lows[:, 0] >= 0).all() and (lows[:, 0] < 1).all() and (lows[:, 1] >= 10).all()
+    with pytest.raises(ValueError, match="do not broadcast"):
+        g.normal(xp.zeros(3), 1.0, size=(2,))
+    with pytest.raises(TypeError, match="size= or shape="):
+        g.normal(size=(2,), shape=(2,))
+
+
+def test_the_older_keywords_still_draw_the_same_numbers(xp: Any) -> None:
+    """``shape=``, ``mean=``/``std=`` (arraycore's names before NumPy's) draw what ``size=``,
+    ``loc``/``scale`` draw, number for number."""
+    a = to_host(xp.random.default_rng(9).normal(mean=1.0, std=2.0, shape=(5,)))
+    b = to_host(xp.random.default_rng(9).normal(1.0, 2.0, size=(5,)))
+    np.testing.assert_array_equal(a, b)
+    c = to_host(xp.random.default_rng(9).uniform(shape=(4,)))
+    d = to_host(xp.random.default_rng(9).uniform(size=(4,)))
+    np.testing.assert_array_equal(c, d)
+
+
+def test_integers_permutation_and_choice(xp: Any) -> None:
+    g = xp.random.default_rng(6)
+    k = to_host(g.integers(3, 7, size=(N // 10,)))
+    assert k.dtype == np.int64 and set(np.unique(k)) == {3, 4, 5, 6}
+    assert set(np.unique(to_host(g.integers(2, size=(200,))))) == {0, 1}
+    assert set(np.unique(to_host(g.integers(1, 3, size=(200,), endpoint=True)))) == {1, 2, 3}
+    assert to_host(g.integers(0, 5, size=(3,), dtype=xp.int32)).dtype == np.int32
+    assert tuple(g.integers(10).shape) == ()
+    with pytest.raises(TypeError):
+        g.integers(0, 5, dtype=xp.float32)
+    rows = xp.asarray(np.arange(12.0).reshape(6, 2))
+    shuffled = to_host(g.permutation(rows))
+    assert sorted(shuffled[:, 0].tolist()) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    np.testing.assert_array_equal(shuffled[:, 1], shuffled[:, 0] + 1)  # rows kept whole
+    picked = to_host(g.choice(10, size=(10,), replace=False))
+    assert sorted(picked.tolist()) == list(range(10))
+    weighted = to_host(g.choice(3, size=(N // 10,), p=[0.0, 0.0, 1.0]))
+    assert (weighted == 2).all()
+    from_rows = g.choice(rows, size=(4,))
+    assert tuple(from_rows.shape) == (4, 2)
+    with pytest.raises(ValueError, match=r"random\.choice"):
+        g.choice(3, size=(5,), replace=False)
