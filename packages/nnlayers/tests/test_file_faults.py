@@ -292,3 +292,25 @@ def test_errors_of_the_writer_that_are_no_file_fault_pass_through(tmp_path):
     with pytest.raises(OSError, match=r"^disk full$"), atomic_write(target):  # no errno: as is
         raise OSError("disk full")
     _only(tmp_path)
+
+
+def test_a_csv_log_appending_onto_a_read_only_file_system_names_the_log(tmpfs):
+    """CSVLogger's append (not an atomic rewrite) reports the fault for the log's path too."""
+    import nnlayers
+    from nnlayers.layers import Affine
+    from nnlayers.optim import SGD
+    from nnlayers.train import CSVLogger
+
+    fs = tmpfs()
+    log = fs / "log.csv"
+    x = np.ones((4, 2), np.float32)
+    y = np.array([0, 1, 0, 1])
+    model = nnlayers.Classifier(Affine(2, seed=0), (2,))
+    feed = nnlayers.Feed(x, y, batch_size=2)
+    nnlayers.fit(model, feed, 1, callbacks=[CSVLogger(log)], optimizer=SGD(0.1), progress=False)
+    before = log.read_text()
+    _readonly(fs)
+    with pytest.raises(FileFaultError) as info:
+        nnlayers.fit(model, feed, 2, callbacks=[CSVLogger(log, append=True)], progress=False)
+    _check_fault(info, log, errno.EROFS, action="append epoch 2")
+    assert log.read_text() == before

@@ -39,7 +39,16 @@ from . import (
     plotting,
     train,
 )
-from .errors import FeedError, FeedIndexError, GraphError, NNLayersError, NonFiniteError, ShapeError
+from .errors import (
+    EmptyEpochError,
+    FeedError,
+    FeedIndexError,
+    FileFaultError,
+    GraphError,
+    NNLayersError,
+    NonFiniteError,
+    ShapeError,
+)
 from .feeds import Feed, StreamFeed
 from .graph import Graph, compile
 from .init import seed
@@ -69,7 +78,8 @@ from .train import History, fit
 __version__ = "0.1.0"
 
 __all__ = [
-    "FeedError", "FeedIndexError", "Graph", "GraphError", "NNLayersError", "NonFiniteError",
+    "EmptyEpochError", "FeedError", "FeedIndexError", "FileFaultError", "Graph", "GraphError",
+    "NNLayersError", "NonFiniteError",
     "Parameter", "ShapeError", "__version__", "augment", "compile", "export", "expr", "ops",
     # layers
     "GRU", "LSTM", "RNN", "Affine", "BatchNorm", "Conv2D", "Conv2DTranspose", "Dropout",

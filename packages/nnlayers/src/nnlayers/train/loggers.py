@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .._atomic import atomic_write, check_target
+from .._atomic import atomic_write, check_target, fault, reason
 from ..distributed.context import is_main_rank
 from .callbacks import BatchLogs, Callback
 
@@ -79,10 +79,18 @@ class CSVLogger(Callback):
             with atomic_write(self.path, label="CSV log") as out:
                 out.write(self._text([self.columns, *map(self._cells, self._rows)]).encode())
             return
-        with self.path.open("a", encoding="utf-8", newline="") as f:
-            f.write(self._text([self._cells(row)]))
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with self.path.open("a", encoding="utf-8", newline="") as f:
+                f.write(self._text([self._cells(row)]))
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:  # the user's path and the OS's reason, as atomic writes say
+            raise fault(
+                exc,
+                self.path,
+                f"CSV log {self.path}: cannot append epoch {epoch}: "
+                f"{reason(exc, self.path.parent)}",
+            ) from exc
 
     def _cells(self, row: Mapping[str, str]) -> list[str]:
         return [row.get(c, "") for c in self.columns]
