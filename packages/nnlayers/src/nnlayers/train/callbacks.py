@@ -7,6 +7,12 @@ and ``self.state`` (set ``self.state.stop = True`` to stop after this epoch) are
 (:meth:`Callback.on_train_batch_begin`, :meth:`Callback.on_train_batch_end`): without one,
 its step loop is exactly the loop without callbacks, and callbacks cost nothing while the
 device works.
+
+A callback with state that must survive a resume (counters, a best value, best weights) opts
+in to the state protocol with :meth:`Callback.state_dict` and :meth:`Callback.load_state_dict`
+(PyTorch Lightning's names): a :class:`Checkpoint` stores every such state in its file, and a
+``Checkpoint(..., resume=True)`` hands it back once every callback's ``on_train_begin`` has
+run, so a resumed run goes on as if it had never stopped.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,6 +44,37 @@ class Callback:
     """
 
     state: TrainingState
+
+    #: The name a :class:`Checkpoint` files this callback's state under. ``None`` (the
+    #: default): the class name, with ``#2``, ``#3``, ... for the second and later callbacks
+    #: of the same class in ``fit``'s list. Set it (in ``__init__`` or on the class) when a
+    #: run has several callbacks of one class whose order may change.
+    state_key: str | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The state that must survive a resume (default: none, ``{}``).
+
+        Values may be JSON's (``str``, ``int``, ``float``, infinities and NaN included,
+        ``bool``, ``None``, and lists and ``str``-keyed dicts of them) or arrays (NumPy or
+        any backend's, at any depth in dicts and lists), which a :class:`Checkpoint` stores
+        as tensors. It is called when a checkpoint is written, after every callback's
+        ``on_epoch_end``, and, on resume, to find which callbacks have state (a non-empty
+        dict). Return copies, not live references the run goes on changing.
+        """
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back what :meth:`state_dict` returned (arrays come back as host NumPy arrays).
+
+        A resuming :class:`Checkpoint` calls it after every callback's ``on_train_begin``
+        (which may reset the callback), before the first epoch. Override it with
+        :meth:`state_dict`; the default refuses a non-empty state.
+        """
+        if state:
+            raise NotImplementedError(
+                f"{type(self).__name__} returns a state_dict() but does not override "
+                "load_state_dict(state) to take it back on resume"
+            )
 
     @property
     def model(self) -> Model:
@@ -160,6 +198,10 @@ class CallbackList:
             if not isinstance(c, Callback):
                 raise TypeError(f"fit: callbacks must be Callback objects, got {c!r}")
             c.state = state
+        self.keys = _state_keys(self.callbacks)
+        for c in self.callbacks:
+            if isinstance(c, Checkpoint):  # it writes the file once every on_epoch_end has run
+                c._peers, c._deferred = self, True
         self._batch_begin = [c for c in self.callbacks if overrides(c, "on_train_batch_begin")]
         self._batch_end = [c for c in self.callbacks if overrides(c, "on_train_batch_end")]
 
@@ -199,6 +241,58 @@ class CallbackList:
     def on_train_begin(self) -> None:
         for c in self.callbacks:
             c.on_train_begin()
+        # the last checkpoint that resumed restored the model: its callback states come back
+        # now, after every on_train_begin (which may have reset them)
+        resumed = [c for c in self.callbacks if isinstance(c, Checkpoint) and c._restored]
+        if resumed:
+            checkpoint = resumed[-1]
+            model = checkpoint.model
+            if isinstance(getattr(model, "history", None), History):
+                checkpoint.state.history = model.history  # a callback may read it to resume
+            self.load_states(checkpoint._restored_states, checkpoint.path)
+        for c in resumed:
+            c._restored, c._restored_states = False, None
+
+    def states(self) -> dict[str, dict[str, Any]]:
+        """Each stateful callback's :meth:`Callback.state_dict`, by its key (those that
+        return ``{}`` are left out)."""
+        found = {}
+        for key, c in zip(self.keys, self.callbacks):
+            state = c.state_dict()
+            if not isinstance(state, Mapping):
+                raise TypeError(
+                    f"{type(c).__name__}.state_dict() returned {state!r:.80}, not a dict"
+                )
+            if state:
+                found[key] = dict(state)
+        return found
+
+    def load_states(self, saved: Mapping[str, Mapping[str, Any]] | None, source: Any) -> None:
+        """Hand each callback its saved state; warn, naming them, about callbacks with state
+        that ``saved`` lacks (they start afresh) and states no callback here takes."""
+        saved = dict(saved or {})
+        fresh = []
+        for key, c in zip(self.keys, self.callbacks):
+            if key in saved:
+                c.load_state_dict(saved.pop(key))
+            elif c.state_dict():
+                fresh.append(key)
+        if fresh:
+            warnings.warn(
+                f"resuming from {source}: it holds no state for the callback "
+                f"{', '.join(fresh)} (not passed to the run that wrote it, another state_key, "
+                "or a file written before callbacks saved their state), which starts afresh",
+                UserWarning,
+                stacklevel=4,
+            )
+        if saved:
+            warnings.warn(
+                f"resuming from {source}: it holds the state of the callback "
+                f"{', '.join(saved)}, not passed to this run (or under another state_key); "
+                "that state is ignored",
+                UserWarning,
+                stacklevel=4,
+            )
 
     def on_epoch_begin(self, epoch: int) -> None:
         for c in self.callbacks:
@@ -207,10 +301,34 @@ class CallbackList:
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
         for c in self.callbacks:
             c.on_epoch_end(epoch, logs)
+        for c in self.callbacks:  # the file holds every callback's state after this epoch
+            if isinstance(c, Checkpoint):
+                c._write_pending()
 
     def on_train_end(self) -> None:
         for c in self.callbacks:
             c.on_train_end()
+
+
+def _state_keys(callbacks: Sequence[Callback]) -> list[str]:
+    """The key each callback's state is filed under (see :attr:`Callback.state_key`)."""
+    keys: list[str] = []
+    counts: dict[str, int] = {}
+    for c in callbacks:
+        key = c.state_key
+        if key is None:
+            name = type(c).__name__
+            counts[name] = counts.get(name, 0) + 1
+            key = name if counts[name] == 1 else f"{name}#{counts[name]}"
+        elif not isinstance(key, str) or not key:
+            raise TypeError(f"fit: {c!r} has state_key {key!r}; it must be a non-empty str")
+        if key in keys:
+            raise ValueError(
+                f"fit: two callbacks have the state key {key!r} ({c!r} and "
+                f"{callbacks[keys.index(key)]!r}); give each its own state_key"
+            )
+        keys.append(key)
+    return keys
 
 
 class EarlyStopping(Callback):
@@ -219,6 +337,11 @@ class EarlyStopping(Callback):
 
     ``mode="auto"`` maximises accuracies and minimises everything else. The best weights are
     copied to the host only when the monitored value improves.
+
+    Its state (:meth:`state_dict`: the best value and epoch, the epochs waited, the epoch it
+    stopped at and, with ``restore_best``, the best weights) goes into every
+    :class:`Checkpoint` file, so a resumed run stops where the uninterrupted one would and
+    puts back the same weights; a run that had already stopped stays stopped.
 
     >>> EarlyStopping("val_accuracy", patience=3)
     EarlyStopping(monitor='val_accuracy', patience=3, mode='max')
@@ -279,6 +402,50 @@ class EarlyStopping(Callback):
         if self.restore_best and self._weights is not None and self.stopped_epoch:
             self.model.load_state_dict(self._weights)
 
+    def state_dict(self) -> dict[str, Any]:
+        """``monitor``, ``mode``, ``best``, ``best_epoch``, ``wait``, ``stopped_epoch`` and,
+        with ``restore_best`` once the monitored value has improved, ``weights`` (the best
+        epoch's parameters and buffers, host arrays by name)."""
+        state: dict[str, Any] = {
+            "monitor": self.monitor,
+            "mode": self.mode,
+            "best": self.best,
+            "best_epoch": self.best_epoch,
+            "wait": self.wait,
+            "stopped_epoch": self.stopped_epoch,
+        }
+        if self._weights is not None:
+            state["weights"] = self._weights
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back a :meth:`state_dict`; one saved on another monitor or mode is ignored
+        with a warning. A state that had stopped stops this run before its first epoch."""
+        if (state.get("monitor"), state.get("mode")) != (self.monitor, self.mode):
+            warnings.warn(
+                f"{self!r}: the saved state was for monitor={state.get('monitor')!r}, "
+                f"mode={state.get('mode')!r}; it is ignored and early stopping starts afresh",
+                UserWarning,
+                stacklevel=2,
+            )
+            return
+        self.best = float(state["best"])
+        self.best_epoch = int(state["best_epoch"])
+        self.wait = int(state["wait"])
+        self.stopped_epoch = int(state["stopped_epoch"])
+        weights = state.get("weights")
+        self._weights = dict(weights) if self.restore_best and weights is not None else None
+        if self.restore_best and weights is None and self.best_epoch:
+            warnings.warn(
+                f"{self!r}: the saved state has no best weights (saved with "
+                f"restore_best=False); the weights of epoch {self.best_epoch} cannot be put "
+                "back unless a later epoch improves on it",
+                UserWarning,
+                stacklevel=2,
+            )
+        if self.stopped_epoch and getattr(self, "state", None) is not None:
+            self.state.stop = True  # it had stopped: the run stays stopped
+
     def __repr__(self) -> str:
         return (
             f"EarlyStopping(monitor={self.monitor!r}, patience={self.patience}, mode={self.mode!r})"
@@ -293,6 +460,13 @@ class Checkpoint(Callback):
     With ``resume=True`` an existing file at ``path`` is restored when training begins, so
     running the same script again continues where it stopped (``fit`` then trains the epochs
     still missing).
+
+    Each file also holds the state of every callback of the run that has one (see
+    :meth:`Callback.state_dict`: :class:`EarlyStopping`'s counters and best weights, a
+    best-only checkpoint's best value, your own callbacks'), taken once every callback's
+    ``on_epoch_end`` has run (``fit`` writes the file then, whatever the order of the
+    callbacks); resuming hands each its state back after every ``on_train_begin``, with a
+    warning naming any callback the file holds no state for, or whose state no callback takes.
 
     ``path`` is checked when training begins, before the first epoch: an empty path, a folder
     or a path into a folder that does not exist raises there, naming it, rather than after an
@@ -335,20 +509,51 @@ class Checkpoint(Callback):
         self.saved: list[int] = []
         self.resumed_from: int | None = None
         self._first_epoch = True
+        self._peers: CallbackList | None = None  # fit's callbacks, whose states it saves
+        self._deferred = False  # in fit: write once every callback's on_epoch_end has run
+        self._pending: tuple[int, dict[str, Any]] | None = None
+        self._restored = False
+        self._restored_states: dict[str, dict[str, Any]] | None = None
 
     def on_train_begin(self) -> None:
-        from .checkpoints import restore
+        from .checkpoints import resume
 
         if is_main_rank():  # in a data-parallel run, rank 0 alone writes the file
             check_target(self.path, "checkpoint")
         self._first_epoch = True
+        self._pending = None
         if self.resume and _on_every_rank(self.path):
-            restore(self.model, self.path)
+            self._restored_states = resume(self.model, self.path)
+            self._restored = True  # fit's CallbackList hands the states back
             self.resumed_from = self.model.epoch
+            if self._peers is None:  # used outside fit: this callback's own state alone
+                own = (self._restored_states or {}).get(self.state_key or type(self).__name__)
+                if own:
+                    self.load_state_dict(own)
+
+    def state_dict(self) -> dict[str, Any]:
+        """With ``save_best_only``: ``monitor``, ``mode`` and ``best`` (the value the file
+        was saved on), so a resumed run compares against it; otherwise ``{}``."""
+        if not self.save_best_only:
+            return {}
+        return {"monitor": self.monitor, "mode": self.mode, "best": self.best}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Take back the best value of a :meth:`state_dict` saved on the same monitor and
+        mode (another is ignored with a warning)."""
+        if not state:
+            return
+        if (state.get("monitor"), state.get("mode")) != (self.monitor, self.mode):
+            warnings.warn(
+                f"{self!r}: the saved state was for monitor={state.get('monitor')!r}, "
+                f"mode={state.get('mode')!r}; it is ignored",
+                UserWarning,
+                stacklevel=2,
+            )
+            return
+        self.best = float(state["best"])
 
     def on_epoch_end(self, epoch: int, logs: Mapping[str, float]) -> None:
-        from .checkpoints import save
-
         first, self._first_epoch = self._first_epoch, False
         extra: dict[str, Any] = {}
         if self.save_best_only:
@@ -371,8 +576,24 @@ class Checkpoint(Callback):
             }
         elif epoch % self.every and epoch != self.state.epochs:
             return
+        self._pending = (epoch, extra)
+        if not self._deferred:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        """Write the file this epoch's ``on_epoch_end`` decided on, with every callback's
+        state (``fit`` calls this once all of them have run)."""
+        from .checkpoints import save
+
+        if self._pending is None:
+            return
+        (epoch, extra), self._pending = self._pending, None
         if is_main_rank():  # every rank holds the same model: rank 0 writes it
-            save(self.model, self.path, extra=extra)
+            peers = self._peers
+            states = peers.states() if peers is not None else {}
+            if peers is None and self.state_dict():
+                states = {self.state_key or type(self).__name__: self.state_dict()}
+            save(self.model, self.path, extra=extra, callbacks=states)
         self.saved.append(epoch)
 
     def _better(self, value: float, than: float) -> bool:

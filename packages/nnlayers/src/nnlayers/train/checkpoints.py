@@ -10,7 +10,11 @@ backend) holds everything a run needs to continue:
 - metadata ``epoch`` (epochs completed), ``history`` (JSON) and ``model`` (the class name);
   a best-only :class:`~nnlayers.train.Checkpoint` adds ``checkpoint.monitor``,
   ``checkpoint.mode`` and ``checkpoint.best`` (the value it saved on), so that a resumed run
-  never replaces the file with a worse model.
+  never replaces the file with a worse model;
+- metadata ``callbacks`` (JSON: callback key -> its :meth:`~nnlayers.train.Callback.state_dict`)
+  and ``callback/<key>/<path>`` tensors for the arrays in those states (an
+  :class:`~nnlayers.train.EarlyStopping`'s best weights), where a JSON value
+  ``{"__tensor__": "callback/..."}`` stands for each; :func:`resume` returns them.
 
 :func:`restore` checks the whole file against the model before it changes anything, so a file
 that does not fit (another architecture, another optimiser, a corrupt or truncated file,
@@ -56,18 +60,31 @@ from .history import History
 
 _MODEL = "model/"
 _OPTIMIZER = "optimizer/"
+_CALLBACK = "callback/"
+_TENSOR = "__tensor__"
 
 
-def save(model: Any, path: str | Path, *, extra: Mapping[str, Any] | None = None) -> Path:
+def save(
+    model: Any,
+    path: str | Path,
+    *,
+    extra: Mapping[str, Any] | None = None,
+    callbacks: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Path:
     """Write ``model`` (parameters, buffers, optimisers, epoch, history) to ``path``.
 
     ``extra``: more metadata entries (str, int, float or bool values), such as the best
     monitored value a :class:`~nnlayers.train.Checkpoint` keeps (``checkpoint.best``); read
-    them back with :func:`read_metadata`.
+    them back with :func:`read_metadata`. ``callbacks``: callback key -> the callback's
+    :meth:`~nnlayers.train.Callback.state_dict` (JSON values and arrays), which
+    :func:`resume` gives back.
     """
     tensors: dict[str, Any] = {
         f"{_MODEL}{p.name}": p.value for p in [*model.params, *model.buffers]
     }
+    if callbacks is not None:
+        text, arrays = _pack_callbacks(callbacks)
+        tensors.update(arrays)
     metadata: dict[str, Any] = {**(extra or {})}
     metadata.update(model=type(model).__name__, epoch=int(model.epoch))
     for name, optimizer in model.optimizers().items():
@@ -79,6 +96,8 @@ def save(model: Any, path: str | Path, *, extra: Mapping[str, Any] | None = None
     history = getattr(model, "history", None)
     if isinstance(history, History):
         metadata["history"] = history.to_json()
+    if callbacks is not None:
+        metadata["callbacks"] = text
     scaler = getattr(model, "loss_scaler", None)
     if scaler is not None:  # mixed precision: the loss scale resumes where it was
         metadata["loss_scale"] = float(scaler.scale)
@@ -107,6 +126,13 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
     return _decode_metadata(raw, fail)
 
 
+def resume(model: Any, path: str | Path) -> dict[str, dict[str, Any]] | None:
+    """:func:`restore` ``path`` into ``model`` and return the callbacks' states the file holds
+    (callback key -> state, arrays as host NumPy arrays), or ``None`` for a file written
+    without them. Malformed states raise before anything about the model changes."""
+    return _restore(model, path, weights_only=False)[1]
+
+
 def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
     """Load ``path`` into ``model``: parameters and buffers, and unless ``weights_only`` also
     the optimisers' state, the epoch counter and the history. Returns ``model``.
@@ -121,9 +147,15 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
     ``OSError``) for one the OS does not let nnlayers read; in each case nothing about the
     model has changed.
     """
+    return _restore(model, path, weights_only=weights_only)[0]
+
+
+def _restore(
+    model: Any, path: str | Path, *, weights_only: bool
+) -> tuple[Any, dict[str, dict[str, Any]] | None]:
     tensors, metadata = load_checkpoint(path)
     weights = {k[len(_MODEL) :]: v for k, v in tensors.items() if k.startswith(_MODEL)}
-    others = [k for k in tensors if not k.startswith((_MODEL, _OPTIMIZER))]
+    others = [k for k in tensors if not k.startswith((_MODEL, _OPTIMIZER, _CALLBACK))]
     if others:
         raise CheckpointError(
             f"checkpoint {path} is not a training checkpoint of nnlayers (unexpected entries "
@@ -132,7 +164,9 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
     targets = {str(p.name): p.value for p in [*model.params, *model.buffers]}
     _check_weights(targets, weights, path)
     states: dict[str, dict[str, Any]] = {}
+    callbacks = None
     if not weights_only:
+        callbacks = _callback_states(metadata.get("callbacks"), tensors, path)
         states = _optimizer_states(model, tensors, metadata, path)
         for name, state in states.items():  # a dry run on a copy: raises before any change
             trial = copy.deepcopy(model.optimizers()[name])
@@ -154,7 +188,84 @@ def restore(model: Any, path: str | Path, *, weights_only: bool = False) -> Any:
         if scale is not None:
             model.loss_scaler.scale, model.loss_scaler.good_steps = scale[0], scale[1]
             model.loss_scaler.skipped = scale[2]
-    return model
+    return model, callbacks
+
+
+def _pack_callbacks(
+    states: Mapping[str, Mapping[str, Any]],
+) -> tuple[str, dict[str, Any]]:
+    """The JSON text of the callbacks' states, with each array replaced by a reference to a
+    ``callback/...`` tensor, and those tensors."""
+    tensors: dict[str, Any] = {}
+
+    def pack(value: Any, key: str, where: list[str]) -> Any:
+        if isinstance(value, np.generic):
+            value = value.item()
+        if value is None or isinstance(value, str | bool | int | float):
+            return value
+        if isinstance(value, Mapping):
+            if not all(isinstance(k, str) for k in value):
+                raise TypeError(
+                    f"callback {key}: state_dict() entry {'/'.join(where) or '(top)'} has keys "
+                    "that are not str"
+                )
+            if _TENSOR in value:
+                raise TypeError(f"callback {key}: state_dict() uses the reserved key {_TENSOR!r}")
+            return {k: pack(v, key, [*where, k]) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return [pack(v, key, [*where, str(i)]) for i, v in enumerate(value)]
+        if hasattr(value, "shape") and hasattr(value, "dtype"):  # an array of any backend
+            name = f"{_CALLBACK}{key}/{'/'.join(where)}"
+            while name in tensors:
+                name += "_"
+            tensors[name] = value
+            return {_TENSOR: name}
+        raise TypeError(
+            f"callback {key}: state_dict() entry {'/'.join(where)!r} is a "
+            f"{type(value).__name__}; a state holds JSON values (str, numbers, bool, None, "
+            "lists, dicts) and arrays"
+        )
+
+    packed = {str(key): pack(dict(state), str(key), []) for key, state in states.items()}
+    return json.dumps(packed), tensors
+
+
+def _callback_states(
+    text: Any, tensors: Mapping[str, Any], path: Any
+) -> dict[str, dict[str, Any]] | None:
+    """The callbacks' states stored in the metadata (``None`` if there is none), with their
+    arrays put back, or a :class:`CheckpointError` saying what is wrong."""
+    if text is None:
+        return None
+
+    def fail(reason: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint {path}: metadata 'callbacks' {reason}")
+
+    if not isinstance(text, str):
+        raise fail(f"is {text!r:.60}, not the JSON text of the callbacks' states")
+    try:
+        states = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        reason = str(exc) or type(exc).__name__
+        raise fail(f"is not valid JSON ({reason[:200]})") from exc
+    if not isinstance(states, dict) or not all(isinstance(s, dict) for s in states.values()):
+        raise fail("is not a JSON object of one object (a state) per callback")
+
+    def unpack(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {_TENSOR}:
+                name = value[_TENSOR]
+                if not isinstance(name, str) or not name.startswith(_CALLBACK):
+                    raise fail(f"refers to {name!r}, not a callback tensor")
+                if name not in tensors:
+                    raise fail(f"refers to the tensor {name!r}, which the file lacks")
+                return tensors[name]
+            return {k: unpack(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [unpack(v) for v in value]
+        return value
+
+    return {key: unpack(state) for key, state in states.items()}
 
 
 def _loss_scale(model: Any, metadata: dict[str, Any], path: Any) -> tuple[float, int, int] | None:
