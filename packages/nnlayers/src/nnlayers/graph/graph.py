@@ -218,10 +218,13 @@ class Graph:
                 check_source(self.xp, node, slots[i])
         return slots
 
-    def backward(self, seed: Any = None) -> dict[Expr, Any]:
+    def backward(self, seed: Any = None, *, accumulate: bool = False) -> dict[Expr, Any]:
         """Gradients of the first output (seeded with ones, or ``seed``) for every ``wrt`` node.
 
-        Stores each parameter's gradient in its ``grad`` and returns :attr:`gradients`.
+        Stores each parameter's gradient in its ``grad`` and returns :attr:`gradients`. The
+        last backward's gradients are replaced; with ``accumulate=True`` these are added to
+        them (PyTorch's ``loss.backward()`` habit, for gradients summed over micro-batches):
+        each parameter's ``grad`` becomes the sum since the last :meth:`clear_gradients`.
         """
         if self._pending is None:
             raise GraphError(
@@ -230,11 +233,25 @@ class Graph:
             )
         plan, slots, residuals = self._pending
         self._pending = None
+        # the sums so far: each parameter's ``grad`` (as PyTorch adds into ``.grad``, so a
+        # gradient clipped or edited in place is what accumulates), the graph's own otherwise
+        before = (
+            {w: w.grad if isinstance(w, Parameter) else self.gradients.get(w) for w in self.wrt}
+            if accumulate
+            else {}
+        )
         # the last step's gradients need not live through this one (train_step, like a loop
         # calling PyTorch's zero_grad, has dropped them before its forward pass already)
-        if self.gradients:
+        if self.gradients and not accumulate:
             self.clear_gradients()
-        grads = plan.run_backward(slots, residuals, seed)
+        grads = list(plan.run_backward(slots, residuals, seed))
+        if before:
+            for k, node in enumerate(self.wrt):
+                old = before.get(node)
+                if old is not None and grads[k] is not None:
+                    grads[k] = self.xp.add(old, grads[k])
+                elif old is not None:
+                    grads[k] = old
         self.gradients = dict(zip(self.wrt, grads, strict=True))
         for k, w in self._grad_slots:
             w.grad = grads[k]

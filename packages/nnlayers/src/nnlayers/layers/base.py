@@ -87,6 +87,8 @@ class Layer:
 
     # -- application ------------------------------------------------------------------------
     def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(x, Expr) and hasattr(x, "shape") and hasattr(x, "dtype"):
+            return self._apply_to_array(x, args, kwargs)
         x = as_expr(x)
         spec = x.spec
         if not self.built:
@@ -96,6 +98,43 @@ class Layer:
             self.built = True
             self._rng = None
         return self.forward(x, *args, **kwargs)
+
+    def _apply_to_array(self, x: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``layer(array)``: the output computed now, in the eval phase (dropout off,
+        batch-norm's running statistics), as a backend array (a tuple of them for a layer of
+        several outputs), as Keras's ``layer(x)`` and PyTorch's ``module.eval(); module(x)``
+        do. Floating inputs take the dtype of the layer's parameters (float32 for a layer not
+        built yet, as Keras casts NumPy's float64), so a layer first called on a NumPy array
+        does not build float64 weights. The compiled graph is kept per input shape and dtype
+        (a few of them) when there are no other arguments."""
+        from ..expr.node import placeholder
+        from ..graph.graph import Graph
+
+        dtype = np.dtype(str(x.dtype))
+        if dtype.kind == "f":
+            own = next((p.dtype for p in self._all_parameters() if p.dtype.kind == "f"), None)
+            dtype = own if own is not None else DEFAULT_FLOAT
+        key = (tuple(int(d) for d in x.shape), dtype.str)
+        cache: dict[Any, Any] = self.__dict__.setdefault("_eager_graphs", {})
+        found = cache.get(key) if not args and not kwargs else None
+        if found is None:
+            source = placeholder(key[0], dtype, name="x")
+            out = self(source, *args, **kwargs)
+            many = isinstance(out, tuple | list)
+            outputs = list(out) if many else [out]
+            if not all(isinstance(o, Expr) for o in outputs):
+                raise TypeError(
+                    f"{type(self).__name__} {self.name!r}: forward returned "
+                    f"{type(out).__name__}, not expressions; it cannot run on arrays"
+                )
+            found = (source, Graph(outputs, wrt=[], training=False), many)
+            if not args and not kwargs:
+                if len(cache) >= 8:
+                    cache.pop(next(iter(cache)))
+                cache[key] = found
+        source, graph, many = found
+        values = graph.forward({source: x}, keep_for_backward=False)
+        return tuple(values) if many else values[0]
 
     def build(self, spec: Spec) -> None:
         """Make the parameters for inputs of ``spec`` (nothing for parameter-free layers)."""

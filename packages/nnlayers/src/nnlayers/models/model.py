@@ -276,10 +276,59 @@ class Model:
             self._follow_freezing()
         return self.graph.forward(self._fill(batch))  # type: ignore[no-any-return]
 
-    def gradients(self, *batch: Any) -> dict[Parameter, Any]:
-        """Gradients of the loss for one batch (also stored in each parameter's ``grad``)."""
+    def backward(
+        self, *, accumulate: bool = False, scale: float | None = None
+    ) -> dict[Parameter, Any]:
+        """Gradients of the loss of the last :meth:`forward` (in the train phase), stored in
+        each parameter's ``grad`` and returned by parameter: PyTorch's ``loss.backward()``.
+
+        Unlike PyTorch, a backward replaces the last one's gradients; ``accumulate=True`` adds
+        to them instead (micro-batches: ``grad`` becomes the sum since :meth:`zero_grad`), and
+        ``scale`` multiplies this backward's gradients (``scale=1/4`` for the mean of four
+        micro-batches, PyTorch's ``(loss / 4).backward()``). Then ``model.optimizer.step()``
+        applies them. A model with loss scaling (``precision="mixed_float16"``) gets unscaled
+        gradients here; :meth:`train_step` is what scales.
+        """
+        if self._trainable_version != trainable_version():
+            self._follow_freezing()
+        seed = None
+        if scale is not None:
+            if isinstance(scale, bool) or not isinstance(scale, int | float):
+                raise TypeError(f"backward: scale must be a number, got {scale!r}")
+            seed = self.xp.asarray(float(scale), dtype=self.loss.dtype)
+        return self.graph.backward(seed, accumulate=accumulate)  # type: ignore[return-value]
+
+    def zero_grad(self) -> None:
+        """Drop every gradient (each parameter's ``grad`` becomes ``None``), PyTorch's
+        ``optimizer.zero_grad()``: the start of a run of ``backward(accumulate=True)``."""
+        self.graph.clear_gradients()
+
+    def gradients(
+        self, *batch: Any, accumulate: bool = False, scale: float | None = None
+    ) -> dict[Parameter, Any]:
+        """Gradients of the loss for one batch (also stored in each parameter's ``grad``);
+        ``accumulate`` and ``scale`` as for :meth:`backward`."""
         self.forward(*batch)
-        return self.graph.backward()  # type: ignore[return-value]
+        return self.backward(accumulate=accumulate, scale=scale)
+
+    def loss_and_gradients(
+        self, *batch: Any, accumulate: bool = False, scale: float | None = None
+    ) -> tuple[list[Any], dict[Parameter, Any]]:
+        """The loss and metrics (backend scalars, as :meth:`forward` returns them) and the
+        gradients (as :meth:`backward`) for one batch, from one call: JAX's
+        ``value_and_grad``, PyTorch's ``loss = ...; loss.backward()``."""
+        values = self.forward(*batch)
+        return values, self.backward(accumulate=accumulate, scale=scale)
+
+    def __call__(self, x: Any, *more: Any, batch_size: int = 256) -> np.ndarray:
+        """``model(x)`` is :meth:`predict`: the (first) output for ``x`` as a host array, in
+        the eval phase (Keras's ``model(x)``; PyTorch's ``model.eval(); model(x)``)."""
+        if isinstance(x, Expr):
+            raise TypeError(
+                f"{type(self).__name__}(...) is called on arrays (it predicts); to build on "
+                "its network's expressions, call the layers (the network) on the expression"
+            )
+        return self.predict(x, *more, batch_size=batch_size)
 
     def train_step(self, batch: Batch) -> list[Any]:
         """One update: forward, backward, optimiser step. Returns the loss and metrics as backend
