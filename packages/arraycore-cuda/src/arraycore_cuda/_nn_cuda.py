@@ -135,6 +135,20 @@ class CudaNN(KernelHost):
         bias = cp.ascontiguousarray(cp.broadcast_to(bias, (*bias.shape[:2], *rows)))
         return q4, k4, v4, bias
 
+    def _cudnn_empty_rows(self, bias: Any, causal: bool) -> Any:
+        """Which rows of cuDNN's (b, h, sq, skv) ``bias`` attend to nothing (every key -inf,
+        with ``causal``'s lower triangle), as (1|b, 1|h, sq, 1); None without a bias (then none
+        can: causal keeps key 0). cuDNN's engines do not promise what such a row gives, so
+        :meth:`scaled_dot_product_attention` sets it as the reference does: output 0,
+        log-sum-exp +inf (backward's probabilities 0)."""
+        if bias is None:
+            return None
+        cp = self._cp
+        if causal:
+            sq, skv = (int(s) for s in bias.shape[-2:])
+            bias = cp.where(cp.tri(sq, skv, dtype=cp.bool_), bias, bias.dtype.type(-cp.inf))
+        return bias.max(axis=-1, keepdims=True) == -cp.inf
+
     def scaled_dot_product_attention(
         self,
         q: Array,
@@ -157,6 +171,10 @@ class CudaNN(KernelHost):
             found = None if laid is None else self.cudnn.attention(*laid, causal, factor)
             if found is not None:
                 out, stats = found
+                empty = self._cudnn_empty_rows(laid[3], causal)
+                if empty is not None:
+                    out = self._cp.where(empty, out.dtype.type(0), out)
+                    stats = self._cp.where(empty, stats.dtype.type(np.inf), stats)
                 return out.reshape(*q.shape[:-1], v.shape[-1]), stats.reshape(q.shape[:-1])
         out, saved = self.shared_scaled_dot_product_attention(
             q, k, v, mask, scale=scale, causal=causal, dropout_mask=dropout_mask,
@@ -198,6 +216,9 @@ class CudaNN(KernelHost):
                 )  # fmt: skip
                 if found is not None:
                     dq, dk, dv = found
+                    empty = self._cudnn_empty_rows(bias, causal)
+                    if empty is not None:  # no gradient from a row that attends to nothing
+                        dq = self._cp.where(empty, dq.dtype.type(0), dq)
                     return dq.reshape(q.shape), dk.reshape(k.shape), dv.reshape(v.shape)
         dq, dk, dv = self.shared_scaled_dot_product_attention_backward(
             dy, q, k, v, out, saved, mask, scale=scale, causal=causal, dropout_mask=dropout_mask

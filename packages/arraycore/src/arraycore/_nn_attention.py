@@ -7,7 +7,13 @@ d)``, ``k (..., Tk, d)`` and ``v (..., Tk, dv)`` with the same leading (batch, h
 ``1 / sqrt(d)``. A boolean ``mask`` broadcasting to the scores ``(..., Tq, Tk)`` keeps the
 positions where it is true; a floating one (q's dtype) is added to the scores. ``causal=True``
 lets query ``i`` see keys ``j <= i`` only (top-left aligned, as PyTorch's ``is_causal``). A row
-with every key masked out has no defined attention and gives NaN, as PyTorch's math kernel.
+whose every key the mask excludes (``False``, or ``-inf`` in a floating mask; alone or with
+``causal``) attends to nothing: its output is 0 and no gradient flows from it, as PyTorch's math
+kernel gives since 2.5 (``_safe_softmax``) and FlashAttention does, so one all-padding sequence
+in a batch cannot poison training (its log-sum-exp is ``+inf``, which makes backward's ``exp(s -
+lse)`` 0). Such rows are told from the mask (a key-padding mask's check costs no pass over the
+scores), the fused kernels' from a row sum of 0: with finite q and k they agree. A row with a NaN
+or ``+inf`` score stays NaN; without a mask no row is empty (``causal`` keeps key 0).
 ``dropout_mask`` (the scores' shape, q's dtype: 0 or ``1 / (1 - rate)``) multiplies the
 probabilities before the product with ``v``; the caller draws it.
 
@@ -163,6 +169,17 @@ def _scores(
     return s
 
 
+def _empty_rows(xp: Namespace, mask: Array, causal: bool, tq: int, tk: int) -> Array:
+    """Which rows ``mask`` (with ``causal``) leaves without keys: boolean, of the mask's shape
+    broadcast with the causal triangle's, the last axis 1 (a key-padding mask's rows cost a
+    pass over the mask, not over the scores). A floating mask excludes a key by ``-inf``."""
+    kept = mask if xp.isdtype(mask.dtype, "bool") else xp.not_equal(mask, -math.inf)
+    if causal:
+        rows = xp.reshape(_constants.arange(xp, tq), (tq, 1))
+        kept = xp.logical_and(kept, rows >= xp.reshape(_constants.arange(xp, tk), (1, tk)))
+    return xp.logical_not(xp.any(kept, axis=-1, keepdims=True))
+
+
 def _softmax(xp: Namespace, s: Array) -> Array:
     """Softmax over the last axis: the namespace's own ``nn.softmax`` where it has one."""
     nn = getattr(xp, "nn", None)
@@ -190,21 +207,43 @@ def scaled_dot_product_attention(
     """``(out, saved)``: ``softmax(q @ k^T * scale + mask) @ v`` and, for backward, the rows'
     log-sum-exp or the probabilities (see the module)."""
     factor = check_attention(FORWARD, xp, q, k, v, mask, dropout_mask, scale)
-    s = _scores(xp, q, k, mask, bool(causal), factor)
+    causal = bool(causal)
+    tq, tk = int(q.shape[-2]), int(k.shape[-2])
     if recompute is None:
-        recompute = math.prod(_shape(s)) >= RECOMPUTE_ELEMENTS
-    if recompute and int(k.shape[-2]):
+        recompute = math.prod(_shape(q)[:-1]) * tk >= RECOMPUTE_ELEMENTS
+    recompute = bool(recompute) and tk > 0
+    # the rows left without keys give 0; only a mask can leave one (causal keeps key 0)
+    empty = None if mask is None else _empty_rows(xp, mask, causal, tq, tk)
+    if mask is not None and empty is not None and not recompute:
+        # their softmax sees every key, so that it is finite, and is then multiplied by 0: a
+        # pass over the mask and one in place over p, where the scores' max and a where on p
+        # would cost two over the scores
+        if xp.isdtype(mask.dtype, "bool"):
+            mask = xp.logical_or(mask, empty)
+        else:
+            mask = xp.where(empty, 0.0, mask)
+    s = _scores(xp, q, k, mask, causal, factor)
+    if recompute:
         top = xp.max(s, axis=-1, keepdims=True)
         top = xp.where(xp.isfinite(top), top, math.nan)  # such rows are NaN, without warnings
+        if empty is not None:
+            top = xp.where(empty, 0.0, top)  # exp(-inf - 0): the empty rows' probabilities are 0
         s -= top
         p = xp.exp(s)
         del s
         total = xp.sum(p, axis=-1, keepdims=True)
+        if empty is not None:
+            total = xp.where(empty, 1.0, total)  # 0 / 1, and log(1) without a warning
         p /= total
-        saved = xp.reshape(xp.log(total) + top, _shape(q)[:-1])
+        lse = xp.log(total) + top
+        if empty is not None:
+            lse = xp.where(empty, math.inf, lse)  # backward's exp(s - lse) is then 0
+        saved = xp.reshape(lse, _shape(q)[:-1])
     else:
         p = _softmax(xp, s)
         del s
+        if empty is not None:
+            p *= xp.astype(xp.logical_not(empty), p.dtype)
         saved = p
     kept = p if dropout_mask is None else p * dropout_mask
     return xp.matmul(kept, v), saved

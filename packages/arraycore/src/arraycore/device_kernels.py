@@ -896,7 +896,9 @@ FUNC T attn_score(GLOBAL const T* qi, GLOBAL const T* kj, const i64 D, const T s
 /* One work item per query row r = b * Tq + i, one pass over the keys (online softmax, as flash
    attention): the running maximum m, the running sum l of exp(s - m) and the running output,
    both rescaled by exp(m_old - m) when the maximum grows; at the end out /= l and lse = m +
-   log(l). A row whose keys are all masked out is NaN (0 / 0), as is one holding NaN or +inf. */
+   log(l). A row whose keys the mask all excludes (l == 0) keeps its output 0 and gets lse =
+   +inf, so that backward's p = exp(s - lse) is 0 (as the reference; PyTorch's _safe_softmax);
+   one holding NaN or +inf is NaN. */
 KERNEL void attn_forward(const i64 rows, const i64 Tq, const i64 Tk, const i64 D, const i64 Dv,
                          GLOBAL T* out, GLOBAL T* lse, GLOBAL const T* q, GLOBAL const T* k,
                          GLOBAL const T* v, ATTN_MASK, const int has_drop,
@@ -925,6 +927,10 @@ KERNEL void attn_forward(const i64 rows, const i64 Tq, const i64 Tk, const i64 D
         const T pd = has_drop ? p * drop[r * Tk + j] : p;
         GLOBAL const T* vj = vb + j * Dv;
         for (i64 c = 0; c < Dv; ++c) o[c] += pd * vj[c];
+    }
+    if (l == (T)0 && mask_kind) {
+        lse[r] = -NEG_INF;
+        return;
     }
     for (i64 c = 0; c < Dv; ++c) o[c] = o[c] / l;
     lse[r] = m + LOG(l);

@@ -476,7 +476,7 @@ def scaled_dot_product_attention(
     """Attention in float64, one query row at a time: ``(out, dq, dk, dv)`` with the gradients
     of ``sum(out * dy)`` from the chain rule through the softmax. ``mask`` boolean (keep where
     true) or added to the scores, broadcast to ``(..., Tq, Tk)``; ``causal`` hides keys after the
-    query; ``dropout_mask`` multiplies the probabilities."""
+    query (a row left without keys gives 0); ``dropout_mask`` multiplies the probabilities."""
     lead, (tq, d), tk, dv_ = q.shape[:-2], q.shape[-2:], k.shape[-2], v.shape[-1]
     factor = 1.0 / math.sqrt(d) if scale is None else float(scale)
     qs, ks, vs, dys = (a.astype(np.float64).reshape(-1, *a.shape[-2:]) for a in (q, k, v, dy))
@@ -497,7 +497,8 @@ def scaled_dot_product_attention(
                 s[i + 1 :] = -math.inf
             top = s.max() if tk else 0.0
             e = np.exp(s - top) if math.isfinite(top) else np.full(tk, math.nan)
-            p = e / math.fsum(e)
+            # a row left without keys attends to nothing (PyTorch's _safe_softmax)
+            p = np.zeros(tk) if top == -math.inf else e / math.fsum(e)
             m = np.ones(tk) if drop is None else drop[b, i]
             out[b, i] = (p * m) @ vs[b]
             dv[b] += np.outer(p * m, dys[b, i])

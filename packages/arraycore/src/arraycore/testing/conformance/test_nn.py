@@ -1019,8 +1019,9 @@ def test_attention_scale_views_and_masked_rows(
     xp: Any, dtype_name: str, recompute: bool | None
 ) -> None:
     """An explicit ``scale``; transposed (non-contiguous) q, k, v give the same values as dense
-    ones; a row whose every key is masked out is NaN (PyTorch's math kernel) while the other rows
-    stay exact; with the probabilities kept and with the memory-saving form."""
+    ones; a row whose every key is masked out is 0 and gets no gradient (PyTorch's math kernel
+    since 2.5) while the other rows stay exact; with the probabilities kept and with the
+    memory-saving form."""
     dtype = _dtype(xp, dtype_name)
     q, k, v = (_random(s, (2, 5, 4), dtype) for s in (51, 52, 53))
     dy = _random(54, (2, 5, 4), dtype)
@@ -1038,11 +1039,21 @@ def test_attention_scale_views_and_masked_rows(
     keep[1, 2] = False
     got = xp.nn.scaled_dot_product_attention(*views, xp.asarray(keep), recompute=recompute)
     out = to_host(got[0])
-    assert np.isnan(out[1, 2]).all()
+    assert (out[1, 2] == 0).all()
     rows = np.ones((2, 5), dtype=bool)
     rows[1, 2] = False
     want_rest = ref.scaled_dot_product_attention(q, k, v, dy)[0]
     assert_close(out[rows], want_rest[rows].astype(dtype), scale=20)
+    dq, dk, dv = (
+        to_host(g)
+        for g in xp.nn.scaled_dot_product_attention_backward(
+            xp.asarray(dy), *views, got[0], got[1], xp.asarray(keep)
+        )
+    )
+    assert (dq[1, 2] == 0).all()
+    want = ref.scaled_dot_product_attention(q, k, v, dy, keep)
+    for got_grad, expected in zip((dq, dk, dv), want[1:], strict=True):
+        assert_close(got_grad, expected.astype(dtype), scale=100)
 
 
 # -- the LSTM layer ----------------------------------------------------------------------------------
