@@ -485,8 +485,9 @@ def _strip_ones(shape: Sequence[Any]) -> tuple[Any, ...]:
 @converter("scaled_dot_product_attention")
 def attention(b: Builder, node: Expr, xs: list[str]) -> str:
     """``softmax(q @ k^T * scale + mask) @ v`` from MatMul, Mul, Where/Add and Softmax; the
-    causal mask a constant lower triangle (or built from the lengths where they are unknown).
-    Attention dropout is off in the eval phase."""
+    causal mask a constant lower triangle (or built from the lengths where they are unknown);
+    with a mask, a row left without keys (its max score -inf) gets weights 0 by ReduceMax, Equal
+    and Where, as the op. Attention dropout is off in the eval phase."""
     op, dt = _op(node), _dtype(node)
     q, k, v = xs[:3]
     ndim = node.inputs[0].ndim
@@ -515,6 +516,10 @@ def attention(b: Builder, node: Expr, xs: list[str]) -> str:
             allowed = b.node("GreaterOrEqual", [rows, cols])
         scores = b.node("Where", [allowed, scores, minus_inf])
     weights = b.node("Softmax", [scores], axis=-1)
+    if len(xs) == 4:  # a query whose every key is masked out gets weights 0, as the op gives
+        top = b.reduce("ReduceMax", scores, [-1], True)
+        empty = b.node("Equal", [top, minus_inf])
+        weights = b.node("Where", [empty, b.scalar(0.0, dt), weights])
     return b.node("MatMul", [weights, v])
 
 

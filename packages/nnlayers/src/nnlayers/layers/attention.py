@@ -10,7 +10,11 @@ mean there:
   that may *not* attend (or a float mask added to the scores);
 - ``causal=True``: query ``i`` attends to keys ``j <= i`` only.
 
-A query whose every key is masked out has no defined attention and gives NaN, as in PyTorch.
+A query whose every key is masked out attends to nothing: its output (before the output
+projection) and its attention weights are 0 and no gradient flows from it, as PyTorch's
+``scaled_dot_product_attention`` gives since 2.5. So a batch may hold a sequence that is all
+padding (``key_padding_mask`` True throughout): with the loss excluding it, it adds nothing to the
+gradients instead of making them NaN.
 The heads run through one :func:`nnlayers.expr.scaled_dot_product_attention` op (one fused
 softmax; backward keeps only the attention probabilities).
 """
@@ -26,7 +30,8 @@ from ..expr.node import Expr, as_expr
 from ..expr.spec import Spec, format_shape
 from ..ops.array.join import split
 from ..ops.array.shape import permute_dims, reshape
-from ..ops.math.comparison import where
+from ..ops.math.comparison import equal, where
+from ..ops.math.reduction import max as reduce_max
 from ..ops.nn.attention import scaled_dot_product_attention
 from ..ops.nn.softmax import softmax
 from .base import Layer, float_dtype, known
@@ -242,7 +247,12 @@ class MultiHeadAttention(Layer):
                 raise ValueError(f"MultiHeadAttention {self.name!r}: causal needs known lengths")
             lower = np.tril(np.ones((tq, tk), dtype=bool))
             s = s + where(as_expr(lower), as_expr(0.0, s), as_expr(-math.inf, s))
-        return softmax(s, axis=-1)
+        if mask is None:
+            return softmax(s, axis=-1)  # every query sees a key (causal keeps key 0)
+        # a query left without keys gets weights 0, as the fused op (and finite gradients)
+        empty = equal(reduce_max(s, axis=-1, keepdims=True), as_expr(-math.inf, s))
+        zero = as_expr(0.0, s)
+        return where(empty, zero, softmax(where(empty, zero, s), axis=-1))
 
     def config(self) -> dict[str, Any]:
         return {

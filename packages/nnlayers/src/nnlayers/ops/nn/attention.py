@@ -5,7 +5,11 @@ The semantics are PyTorch's ``torch.nn.functional.scaled_dot_product_attention``
 head) axes; ``scale`` defaults to ``1 / sqrt(d)``; a boolean ``mask`` (broadcast to
 ``(..., Tq, Tk)``) keeps the positions where it is true, a floating one is added to the scores;
 ``causal=True`` lets position ``i`` see positions ``j <= i`` only. A row whose every position is
-masked out has no defined attention and gives NaN, as in PyTorch's reference implementation.
+masked out (by the mask, alone or with ``causal``) attends to nothing: its output is 0 and no
+gradient flows from it, as PyTorch's math kernel gives since 2.5 (``_safe_softmax``) and
+FlashAttention does, on every backend. So a batch may hold a sequence that is all padding: with
+a key-padding mask and the loss excluding it (``where``), it adds nothing to the gradients
+instead of turning them NaN. A row holding a NaN or ``+inf`` score is NaN.
 
 The op is the backend's ``xp.nn.scaled_dot_product_attention`` and its backward. On the NumPy
 backend (arraycore's reference) forward computes the scores, softmaxes them in place and
