@@ -87,7 +87,7 @@ def test_batch_hooks_run_around_every_step_with_lazy_logs() -> None:
     assert set(ends[0][5]) == {"loss", "accuracy"}
     # a later fit continues the global step from the optimiser's step count
     again = BatchRecorder()
-    fit(model, _batches(x, y), epochs=3, callbacks=[again], progress=False)
+    fit(model, _batches(x, y), epochs=1, callbacks=[again], progress=False)
     assert [c[3] for c in again.calls if c[0] == "end"] == [7, 8, 9]
 
 
@@ -216,13 +216,13 @@ def test_csv_append_resumes_the_file(tmp_path) -> None:
     # a file that ends cleanly with the same header is appended to, not rewritten
     inode = path.stat().st_ino
     more = fit(
-        resumed, _batches(x, y), epochs=6, callbacks=[CSVLogger(path, append=True)],
+        resumed, _batches(x, y), epochs=1, callbacks=[CSVLogger(path, append=True)],
         progress=False,
     )  # fmt: skip
     assert path.stat().st_ino == inode
     assert [r["loss"] for r in _read_csv(path)] == more["loss"]
     # append=False starts afresh
-    fit(resumed, _batches(x, y), epochs=7, callbacks=[CSVLogger(path)], progress=False)
+    fit(resumed, _batches(x, y), epochs=1, callbacks=[CSVLogger(path)], progress=False)
     assert [r["epoch"] for r in _read_csv(path)] == [7]
 
 
@@ -255,7 +255,7 @@ def test_reduce_lr_on_plateau_lowers_the_rate_that_training_uses() -> None:
     manual = _classifier(SGD(0.5))
     for epochs, lr in ((3, 0.5), (5, 0.05), (6, 0.005)):
         manual.optimizer.lr = lr
-        fit(manual, _batches(x, y), epochs=epochs, progress=False)
+        fit(manual, _batches(x, y), until_epoch=epochs, progress=False)
     for a, b in zip(_values(model), _values(manual)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
@@ -338,7 +338,7 @@ def test_learning_rate_scheduler_sets_each_epoch() -> None:
     manual = _classifier(SGD(0.5))
     for epoch, lr in ((1, 0.4), (2, 0.2), (3, 0.1)):
         manual.optimizer.lr = lr
-        fit(manual, _batches(x, y), epochs=epoch, progress=False)
+        fit(manual, _batches(x, y), until_epoch=epoch, progress=False)
     for a, b in zip(_values(model), _values(manual)):
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
@@ -406,7 +406,8 @@ def test_model_checkpoint_resume_restores_optimizer_state_and_epoch(tmp_path) ->
         progress=False)  # fmt: skip
     resumed = _classifier(Adam(0.05), seed=7)
     checkpoint = ModelCheckpoint(path, resume=True)
-    fit(resumed, _batches(x, y), epochs=3, callbacks=[checkpoint], progress=False)
+    with pytest.warns(UserWarning, match="nothing to train: the model is at epoch 3"):
+        fit(resumed, _batches(x, y), epochs=3, callbacks=[checkpoint], progress=False)
     assert checkpoint.resumed_from == 3 and resumed.epoch == 3 and checkpoint.saved == []
     assert resumed.optimizer.step_count == model.optimizer.step_count == 12
     mine, theirs = model.optimizer.state_dict(), resumed.optimizer.state_dict()

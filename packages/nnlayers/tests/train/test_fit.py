@@ -45,20 +45,26 @@ def test_fit_records_history_with_validation() -> None:
     assert history.last["val_accuracy"] > 0.9
     assert history.last["examples_per_second"] > 0
     # The epoch's mean loss is weighted by batch size (16, 16, 16, 16 here).
-    fit(model, [(x[:10], y[:10]), (x[10:40], y[10:40])], epochs=6, progress=False)
+    fit(model, [(x[:10], y[:10]), (x[10:40], y[10:40])], epochs=1, progress=False)
     assert model.epoch == 6 and len(history) == 6
 
 
-def test_fit_continues_to_the_epoch_count_and_needs_an_optimizer() -> None:
+def test_a_second_fit_trains_more_epochs_and_fit_needs_an_optimizer() -> None:
     x, y = _blobs()
     model = _classifier()
     with pytest.raises(ValueError, match="has no optimizer"):
         fit(model, _batches(x, y), epochs=1)
     fit(model, _batches(x, y), epochs=2, optimizer=SGD(0.1), progress=False)
-    fit(model, _batches(x, y), epochs=2, progress=False)  # already there: nothing to do
-    assert model.epoch == 2 and len(model.history) == 2
-    fit(model, _batches(x, y), epochs=3, progress=False)
-    assert model.history.epochs == [1, 2, 3]
+    fit(model, _batches(x, y), epochs=2, progress=False)  # Keras's second fit: two more
+    assert model.epoch == 4 and len(model.history) == 4
+    with pytest.warns(UserWarning, match="nothing to train: the model is at epoch 4"):
+        fit(model, _batches(x, y), until_epoch=4, progress=False)
+    fit(model, _batches(x, y), until_epoch=5, progress=False)
+    assert model.history.epochs == [1, 2, 3, 4, 5]
+    with pytest.raises(TypeError, match="not both"):
+        fit(model, _batches(x, y), epochs=1, until_epoch=7, progress=False)
+    with pytest.raises(ValueError, match="epochs must be >= 0"):
+        fit(model, _batches(x, y), epochs=-1, progress=False)
 
 
 def test_metrics_come_to_the_host_once_per_epoch_without_a_bar(monkeypatch) -> None:

@@ -130,6 +130,10 @@ class Model:
         self._evaluating = 0
         self._resume_training = False
         self.epoch = 0
+        #: True after a checkpoint restored the run (``restore``, ``Checkpoint(resume=True)``)
+        #: until a ``fit`` trains: the next ``fit``'s ``epochs`` then counts from the start of
+        #: training (the run resumes to its end) rather than from the current epoch
+        self.resumed = False
         self.history: Any = None
         self.optimizer = optimizer
 

@@ -184,6 +184,7 @@ def _restore(
         for name, state in states.items():
             _load(model.optimizers()[name], state, name, path)
         model.epoch = epoch
+        model.resumed = True  # the next fit's epochs= counts from the start of this run
         model.history = history
         if scale is not None:
             model.loss_scaler.scale, model.loss_scaler.good_steps = scale[0], scale[1]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -22,8 +23,9 @@ from .progress import Progress
 def fit(
     model: Model,
     feed: Iterable[Any],
-    epochs: int = 1,
+    epochs: int | None = None,
     *,
+    until_epoch: int | None = None,
     validation: Any = None,
     callbacks: Sequence[Callback] = (),
     optimizer: Any = None,
@@ -31,12 +33,21 @@ def fit(
     refresh: float | None = None,
     stop_on_nonfinite: bool = True,
 ) -> History:
-    """Train ``model`` on the batches of ``feed`` until ``epochs`` epochs are complete.
+    """Train ``model`` on the batches of ``feed`` for ``epochs`` epochs (default 1).
 
     - ``feed`` yields batches (tuples of arrays in the order of ``model.inputs``); a
       :class:`nnlayers.Feed` reshuffles itself each epoch.
-    - ``epochs`` counts from the start of training: a model restored from a checkpoint at
-      epoch 4 (``model.epoch == 4``) trains epochs 5 to ``epochs``.
+    - ``epochs``: a run resumes, a trained model trains on. For a new model, or one a
+      checkpoint just restored (``model.restore(...)``, or a ``Checkpoint(resume=True)``
+      among the callbacks), it is the epoch the run ends at, counted from the start of
+      training: restored at epoch 4, ``epochs=10`` trains epochs 5 to 10, so the same script
+      run again after a crash finishes the same run. After a ``fit`` of this model it counts
+      on from there, as Keras's second ``fit`` does: ``fit(model, feed, epochs=2)`` twice
+      trains epochs 1-2, then 3-4.
+    - ``until_epoch``: train up to that epoch, whatever came before (``until_epoch=10`` on a
+      model at epoch 6 trains 7 to 10). Give ``epochs`` or ``until_epoch``, not both. A call
+      with nothing left to train (a restored run already past ``epochs``, ``epochs=0``) warns
+      and returns the history.
     - ``validation``: a feed, or a tuple of arrays ``(x, y)``, evaluated after every epoch;
       its metrics enter the history as ``val_loss``, ``val_accuracy``, ...
     - ``callbacks``: :class:`~nnlayers.train.EarlyStopping`, :class:`~nnlayers.train.Checkpoint`
@@ -97,7 +108,8 @@ def fit(
     >>> len(history), history.last["accuracy"] > 0.9
     (30, True)
     """
-    _check_arguments(feed, epochs)
+    target = _target_epoch(model, epochs, until_epoch)
+    _check_arguments(feed, target)
     arraycore.check_threads(model.xp, stacklevel=2)  # the warning points at fit's caller
     if optimizer is not None:
         model.optimizer = optimizer
@@ -128,6 +140,7 @@ def fit(
         model.history = history
     if any(isinstance(c, TerminateOnNaN) for c in callbacks):
         stop_on_nonfinite = True
+    epochs = target
     state = TrainingState(model, history, epochs)
     hooks = CallbackList(callbacks, state)
     try:
@@ -138,10 +151,19 @@ def fit(
     if model.history is not history and isinstance(model.history, History):
         history = state.history = model.history  # a checkpoint restored the run's own history
     state.global_step = _steps_taken(model)  # after on_train_begin: a checkpoint may resume
+    state.start_epoch = model.epoch
     total = _examples_per_epoch(feed)
     with labels, ids:
         try:
             _check_one_shot(feed, epochs, model.epoch)  # after on_train_begin, which may resume
+            if model.epoch >= epochs and not state.stop:
+                warnings.warn(
+                    f"fit: nothing to train: the model is at epoch {model.epoch} and this call "
+                    f"trains up to epoch {epochs} (a restored run resumes to epoch `epochs`); "
+                    "until_epoch=n trains up to epoch n",
+                    UserWarning,
+                    stacklevel=2,
+                )
             while model.epoch < epochs and not state.stop:
                 epoch = model.epoch + 1
                 model.start_epoch(epoch)
@@ -172,6 +194,8 @@ def fit(
             raise
         finally:
             model.train()
+            if model.epoch > state.start_epoch:
+                model.resumed = False  # trained on: the next fit's epochs count from here
             hooks.on_train_end()
     return history
 
@@ -295,6 +319,32 @@ def _empty_epoch_message(feed: Any, epoch: int, done: int) -> str:
     )
 
 
+def _target_epoch(model: Model, epochs: Any, until_epoch: Any) -> Any:
+    """The epoch this call trains up to: ``model.epoch + epochs`` (Keras's meaning; 1 epoch
+    by default) or ``until_epoch``. Not-an-int values are passed on for
+    :func:`_check_arguments` to name (Keras's ``fit(model, x, y)``)."""
+    if until_epoch is not None:
+        if epochs is not None:
+            raise TypeError(
+                f"fit: give epochs= (how many more) or until_epoch= (the last epoch), not both; "
+                f"got epochs={epochs!r}, until_epoch={until_epoch!r}"
+            )
+        if isinstance(until_epoch, bool) or not isinstance(until_epoch, int | np.integer):
+            raise TypeError(f"fit: until_epoch must be an int, got {until_epoch!r}")
+        if until_epoch < 0:
+            raise ValueError(f"fit: until_epoch must be >= 0, got {until_epoch}")
+        return int(until_epoch)
+    if epochs is None:
+        epochs = 1
+    if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer):
+        return epochs  # _check_arguments says what to write
+    if epochs < 0:
+        raise ValueError(f"fit: epochs must be >= 0, got {epochs}")
+    if getattr(model, "resumed", False) or not model.epoch:
+        return int(epochs)  # a new or restored run: the epoch it ends at
+    return int(model.epoch) + int(epochs)
+
+
 def _check_one_shot(feed: Any, epochs: int, done: int) -> None:
     """Refuse, before anything trains, an iterator (a generator) for more than one epoch: the
     second epoch would find it used up."""
@@ -327,7 +377,7 @@ def _check_arguments(feed: Any, epochs: Any) -> None:
             "(x, y) batch tuples works too)"
         )
     if isinstance(epochs, bool) or not isinstance(epochs, int | np.integer):
-        raise TypeError(f"fit: epochs must be an int (the epoch to train up to), got {epochs!r}")
+        raise TypeError(f"fit: epochs must be an int (how many more epochs), got {epochs!r}")
 
 
 def _steps_taken(model: Model) -> int:
@@ -382,6 +432,7 @@ class TrainingState:
         self.epochs = epochs
         self.stop = False
         self.global_step = 0
+        self.start_epoch = 0  # the model's epoch when training began (after any resume)
         self.log_lr = False
 
 
