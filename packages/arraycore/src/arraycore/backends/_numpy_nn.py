@@ -41,7 +41,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import _checks, _nn, _nn_gru, _nn_rnn
+from .. import _checks, _erf, _nn, _nn_gru, _nn_rnn
 from .._nn_batchnorm import (
     check_batch_norm,
     check_batch_norm_backward,
@@ -482,23 +482,14 @@ def layer_norm_backward(
 
 
 # -- GELU -----------------------------------------------------------------------------------------
-def _scipy_erfc() -> Any:
-    """SciPy's ``erfc`` where SciPy is installed (one vectorised pass), else None (arraycore's
-    reference evaluates it from NumPy's functions, about a hundred passes)."""
-    try:
-        from scipy.special import erfc  # type: ignore[import-untyped,unused-ignore]
-    except ImportError:
-        return None
-    return erfc
-
-
 _ONEDNN_GELU = {"tanh": "gelu_tanh", "none": "gelu_erf"}
 
 
 def gelu(x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
     """:func:`arraycore._nn.gelu`: oneDNN's vectorised, multi-threaded kernel for contiguous
-    float32 (one pass instead of eight), else the reference on NumPy (with SciPy's erfc for the
-    exact form where SciPy is installed)."""
+    float32 (one pass instead of eight), else the reference on NumPy, the exact form's erfc by
+    :func:`arraycore._erf.erfc_numpy` (fdlibm's rational approximations interval by interval,
+    within 2x of SciPy's time; SciPy is not consulted, so results do not depend on it)."""
     _nn.check_gelu("gelu", np.isdtype, approximate, x=x)
     plan = _onednn.eltwise_plan(_ONEDNN_GELU[approximate], x)
     if plan is not None:
@@ -508,7 +499,7 @@ def gelu(x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
             # on AVX2 +inf): gelu(+inf) is +inf, as the reference and the other backends say
             y[np.isposinf(x)] = np.inf
         return y
-    return np.asarray(_nn.gelu(np, x, approximate=approximate, erfc_fn=_scipy_erfc()))
+    return np.asarray(_nn.gelu(np, x, approximate=approximate, erfc_fn=_erf.erfc_numpy))
 
 
 def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
@@ -517,7 +508,7 @@ def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "tanh") -
     plan = _onednn.eltwise_plan(_ONEDNN_GELU[approximate], dy, x)
     if plan is not None:
         return plan.backward(dy, x)
-    erfc_fn = _scipy_erfc()
+    erfc_fn = _erf.erfc_numpy
     return np.asarray(_nn.gelu_backward(np, dy, x, approximate=approximate, erfc_fn=erfc_fn))
 
 
