@@ -65,6 +65,9 @@ class CharGPT(Layer):
                     heads,
                     4 * width,
                     dropout=dropout,
+                    # exact GELU, x Phi(x), as PyTorch's and Keras's "gelu" (chosen: nnlayers'
+                    # "gelu" was the tanh form until it was made to mean what theirs does;
+                    # "gelu_tanh" would keep that)
                     activation="gelu",
                     norm_first=True,
                     name=f"block{i}",

@@ -405,7 +405,8 @@ def avg_pool2d_backward(
 GELU_K, GELU_C = math.sqrt(2.0 / math.pi), 0.044715
 
 
-#: GELU's forms: ``"tanh"`` (the approximation above) and ``"none"`` (exact, with erf).
+#: GELU's forms: ``"none"`` (exact, with erf: the default, PyTorch's and Keras's) and
+#: ``"tanh"`` (the approximation above), PyTorch's spelling.
 GELU_FORMS = ("tanh", "none")
 
 
@@ -449,10 +450,11 @@ def _normal_cdf_pdf(xp: Namespace, x: Array, erfc_fn: Any = None) -> tuple[Array
     return cdf, xp.exp(-0.5 * (x * x)) * (1.0 / math.sqrt(2.0 * math.pi))
 
 
-def gelu(xp: Namespace, x: Array, *, approximate: str = "tanh", erfc_fn: Any = None) -> Array:
-    """GELU: ``x Phi(x)`` with the normal distribution ``Phi`` (``approximate="none"``, PyTorch's
-    default), or its tanh approximation ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``
-    (``"tanh"``, arraycore's default, ``torch.nn.functional.gelu(x, approximate="tanh")``)."""
+def gelu(xp: Namespace, x: Array, *, approximate: str = "none", erfc_fn: Any = None) -> Array:
+    """GELU: ``x Phi(x)`` with the normal distribution ``Phi`` (``approximate="none"``, the
+    default, as PyTorch's ``torch.nn.functional.gelu`` and Keras's), or its tanh approximation
+    ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` (``"tanh"``,
+    ``torch.nn.functional.gelu(x, approximate="tanh")``)."""
     check_gelu("gelu", xp, approximate, x=x)
     if approximate == "none":
         return x * _normal_cdf_pdf(xp, x, erfc_fn)[0]
@@ -460,7 +462,7 @@ def gelu(xp: Namespace, x: Array, *, approximate: str = "tanh", erfc_fn: Any = N
 
 
 def gelu_backward(
-    xp: Namespace, dy: Array, x: Array, *, approximate: str = "tanh", erfc_fn: Any = None
+    xp: Namespace, dy: Array, x: Array, *, approximate: str = "none", erfc_fn: Any = None
 ) -> Array:
     """Gradient of :func:`gelu` at ``x`` times ``dy``: ``dy (Phi(x) + x phi(x))`` exactly, or for
     the tanh form ``dy (s + x ds/dx)``, ``ds/dx = 2 s (1 - s) u'``. ``s (1 - s)`` is written

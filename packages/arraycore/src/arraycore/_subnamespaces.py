@@ -126,13 +126,13 @@ class NNNamespace(_SubNamespace):
             self._xp, dy, x_shape, kernel_size, stride, padding, count_include_pad
         )
 
-    def gelu(self, x: Array, *, approximate: str = "tanh") -> Array:
-        """GELU: the tanh approximation (``approximate="tanh"``, the default, PyTorch's
-        ``gelu(x, approximate="tanh")``) or exact, ``x Phi(x)`` with erf (``"none"``, PyTorch's
-        default)."""
+    def gelu(self, x: Array, *, approximate: str = "none") -> Array:
+        """GELU: exact, ``x Phi(x)`` with erf (``approximate="none"``, the default, as PyTorch's
+        ``torch.nn.functional.gelu`` and Keras's), or the tanh approximation (``"tanh"``,
+        PyTorch's ``gelu(x, approximate="tanh")``)."""
         return _nn.gelu(self._xp, x, approximate=approximate)
 
-    def gelu_backward(self, dy: Array, x: Array, *, approximate: str = "tanh") -> Array:
+    def gelu_backward(self, dy: Array, x: Array, *, approximate: str = "none") -> Array:
         """Gradient of :meth:`gelu` at ``x``, times ``dy``."""
         return _nn.gelu_backward(self._xp, dy, x, approximate=approximate)
 

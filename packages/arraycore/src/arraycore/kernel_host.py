@@ -443,11 +443,11 @@ class KernelHost(ABC):
         out = self.kernel_empty(tuple(int(s) for s in x.shape), x.dtype)
         return self._launch_into(out, kernel, *(self._dense_arg(a) for a in arrays.values()))
 
-    def shared_gelu(self, x: Any, *, approximate: str = "tanh") -> Any:
+    def shared_gelu(self, x: Any, *, approximate: str = "none") -> Any:
         out = self._gelu("gelu", approximate, x=x)
         return _nn.gelu(namespace_of(x), x, approximate=approximate) if out is None else out
 
-    def shared_gelu_backward(self, dy: Any, x: Any, *, approximate: str = "tanh") -> Any:
+    def shared_gelu_backward(self, dy: Any, x: Any, *, approximate: str = "none") -> Any:
         out = self._gelu("gelu_backward", approximate, dy=dy, x=x)
         if out is None:
             return _nn.gelu_backward(namespace_of(x), dy, x, approximate=approximate)

@@ -211,7 +211,7 @@ def test_attention_scores_are_pytorchs_per_head_weights(xp) -> None:
     assert scores.shape == (n, heads, t, t)
 
 
-ENCODERS = [("relu", False), ("gelu", True), ("gelu_exact", False)]
+ENCODERS = [("relu", False), ("gelu", True), ("gelu_tanh", False), ("gelu_exact", False)]
 
 
 @pytest.mark.parametrize(("activation", "norm_first"), ENCODERS)
@@ -228,10 +228,11 @@ def test_encoder_layer_equals_pytorch(activation, norm_first, dtype) -> None:
         return layer, layer(phs["x"], **ours_kw)
 
     layer, value, named, weights = _run(build, {"x": x}, dtype)
-    # nnlayers' "gelu" is the tanh approximation, "gelu_exact" PyTorch's default "gelu"
+    # "gelu" (and its old alias "gelu_exact") is PyTorch's "gelu", exact; "gelu_tanh" the tanh form
     act = {
         "relu": "relu",
-        "gelu": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+        "gelu": "gelu",
+        "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
         "gelu_exact": "gelu",
     }[activation]
     theirs = torch.nn.TransformerEncoderLayer(

@@ -35,11 +35,19 @@ def _kinds(out) -> list[str]:
     return [n.kind for n in graph.analysis.nodes]
 
 
-def _gelu(x):
+def _normal_cdf(x):
+    return np.vectorize(lambda v: 0.5 * math.erfc(-v / math.sqrt(2.0)))(x)
+
+
+def _gelu(x, approximate):
+    if approximate == "none":  # x Phi(x), PyTorch's default
+        return x * _normal_cdf(x)
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
-def _gelu_grad(x):
+def _gelu_grad(x, approximate):
+    if approximate == "none":
+        return _normal_cdf(x) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
     k, c = math.sqrt(2.0 / math.pi), 0.044715
     t = np.tanh(k * (x + c * x**3))
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * c * x * x)
@@ -59,19 +67,21 @@ def test_gelu_is_one_op() -> None:
     assert _kinds(ex.gelu(x)) == ["placeholder", "gelu"]
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_gelu_values_and_gradient_over_a_wide_range(dtype, xp) -> None:
+def test_gelu_values_and_gradient_over_a_wide_range(dtype, approximate, xp) -> None:
     if dtype not in xp.__array_namespace_info__().dtypes():
         pytest.skip(f"the {xp.name} device has no {dtype}")
     x = np.linspace(-8.0, 8.0, 97)
-    _, value, grad = _value_and_grad(ex.gelu, x, dtype)
+    _, value, grad = _value_and_grad(lambda p: ex.gelu(p, approximate=approximate), x, dtype)
     rtol = 1e-12 if dtype == "float64" else 1e-5
-    np.testing.assert_allclose(value, _gelu(x.astype(dtype)).sum(), rtol=rtol)
-    np.testing.assert_allclose(grad, _gelu_grad(x), rtol=rtol * 10, atol=rtol * 10)
+    want = _gelu(x.astype(dtype).astype(np.float64), approximate).sum()
+    np.testing.assert_allclose(value, want, rtol=rtol)
+    np.testing.assert_allclose(grad, _gelu_grad(x, approximate), rtol=rtol * 10, atol=rtol * 10)
     # saturated: y = x or 0 and a gradient of 1 or 0, to the backend's tanh near +-1 (one ulp
     # of 1 - |tanh| becomes about 1e-3 at x = -60 in float32, as with the composed formula)
     far = np.array([-60.0, -30.0, 30.0, 60.0])
-    _, _, grad = _value_and_grad(ex.gelu, far, dtype)
+    _, _, grad = _value_and_grad(lambda p: ex.gelu(p, approximate=approximate), far, dtype)
     np.testing.assert_allclose(grad, [0.0, 0.0, 1.0, 1.0], atol=1e-12 if rtol < 1e-6 else 2e-3)
 
 

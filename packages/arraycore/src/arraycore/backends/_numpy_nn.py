@@ -485,7 +485,7 @@ def layer_norm_backward(
 _ONEDNN_GELU = {"tanh": "gelu_tanh", "none": "gelu_erf"}
 
 
-def gelu(x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
+def gelu(x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """:func:`arraycore._nn.gelu`: oneDNN's vectorised, multi-threaded kernel for contiguous
     float32 (one pass instead of eight), else the reference on NumPy, the exact form's erfc by
     :func:`arraycore._erf.erfc_numpy` (fdlibm's rational approximations interval by interval,
@@ -502,7 +502,7 @@ def gelu(x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
     return np.asarray(_nn.gelu(np, x, approximate=approximate, erfc_fn=_erf.erfc_numpy))
 
 
-def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "tanh") -> np.ndarray:
+def gelu_backward(dy: np.ndarray, x: np.ndarray, *, approximate: str = "none") -> np.ndarray:
     """:func:`arraycore._nn.gelu_backward`, by oneDNN where :func:`gelu` would be."""
     _nn.check_gelu("gelu_backward", np.isdtype, approximate, dy=dy, x=x)
     plan = _onednn.eltwise_plan(_ONEDNN_GELU[approximate], dy, x)

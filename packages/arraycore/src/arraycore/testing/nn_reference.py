@@ -276,11 +276,11 @@ def one_hot(indices: np.ndarray, num_classes: int) -> np.ndarray:
     return out
 
 
-def gelu(x: np.ndarray, approximate: str = "tanh") -> tuple[np.ndarray, np.ndarray]:
+def gelu(x: np.ndarray, approximate: str = "none") -> tuple[np.ndarray, np.ndarray]:
     """GELU and its derivative, element by element in float64, written from the definitions:
-    the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``, or exactly
-    (``approximate="none"``) ``x Phi(x)`` with ``Phi(x) = 0.5 erfc(-x / sqrt 2)`` from
-    ``math.erfc``: ``(y, dy/dx)``."""
+    exactly (``approximate="none"``, the default) ``x Phi(x)`` with ``Phi(x) = 0.5 erfc(-x /
+    sqrt 2)`` from ``math.erfc``, or the tanh approximation (``"tanh"``)
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``: ``(y, dy/dx)``."""
     k, c = math.sqrt(2.0 / math.pi), 0.044715
     y, slope = np.empty(x.shape), np.empty(x.shape)
     for pos, v in np.ndenumerate(x.astype(np.float64)):

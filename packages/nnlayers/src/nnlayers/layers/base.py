@@ -28,8 +28,9 @@ ACTIVATIONS: dict[str, Activation] = {
     "sigmoid": _activation.sigmoid,
     "leaky_relu": _activation.leaky_relu,
     "elu": _activation.elu,
-    "gelu": _activation.gelu,
-    "gelu_exact": _activation.gelu_exact,
+    "gelu": _activation.gelu,  # exact, x Phi(x): PyTorch's and Keras's "gelu"
+    "gelu_exact": _activation.gelu_exact,  # the same (its name before "gelu" was exact)
+    "gelu_tanh": _activation.gelu_tanh,  # PyTorch's gelu(x, approximate="tanh")
     "softplus": _activation.softplus,
     "softmax": _softmax.softmax,
     "log_softmax": _softmax.log_softmax,

@@ -189,9 +189,9 @@ class Softplus(Unary):
 
 
 class Gelu(Unary):
-    """GELU: the tanh approximation ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``
-    (``approximate="tanh"``, the default) or exact, ``x Phi(x)`` with the normal distribution
-    (``"none"``, PyTorch's default), the backend's ``xp.nn.gelu`` and ``xp.nn.gelu_backward``
+    """GELU: exact, ``x Phi(x)`` with the normal distribution (``approximate="none"``, the
+    default, as PyTorch's and Keras's) or the tanh approximation
+    ``x * 0.5 * (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` (``"tanh"``), the backend's ``xp.nn.gelu`` and ``xp.nn.gelu_backward``
     (one vectorised pass each on the NumPy backend with oneDNN, one kernel each on the device
     backends). Backward needs only ``x``: nothing else is kept between the passes."""
 
@@ -201,7 +201,7 @@ class Gelu(Unary):
     keep_inputs = (0,)
     fresh_output = True
 
-    def __init__(self, approximate: str = "tanh") -> None:
+    def __init__(self, approximate: str = "none") -> None:
         if approximate not in ("tanh", "none"):
             raise ValueError(
                 f"gelu: approximate must be 'tanh' or 'none' (exact), got {approximate!r}"
@@ -252,13 +252,20 @@ def softplus(x: Any) -> Expr:
     return Softplus()(x)
 
 
-def gelu(x: Any, approximate: str = "tanh") -> Expr:
-    """GELU: the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` by
-    default (as JAX's ``gelu``), or exactly ``x Phi(x)`` with ``approximate="none"`` (PyTorch's
-    and Keras's default; the activation name ``"gelu_exact"``)."""
+def gelu(x: Any, approximate: str = "none") -> Expr:
+    """GELU, PyTorch's ``torch.nn.functional.gelu``: exactly ``x Phi(x)`` with the standard
+    normal distribution ``Phi(x) = 0.5 (1 + erf(x / sqrt 2))`` by default (PyTorch's and Keras's
+    ``approximate=False``; the activation name ``"gelu"``), or with ``approximate="tanh"`` the
+    tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))`` (JAX's default; the
+    activation name ``"gelu_tanh"``). Earlier versions defaulted to the tanh form."""
     return Gelu(approximate)(x)
 
 
 def gelu_exact(x: Any) -> Expr:
-    """Exact GELU, ``x Phi(x)``: ``gelu(x, approximate="none")``."""
+    """Exact GELU, ``x Phi(x)``: ``gelu(x)`` (``approximate="none"``)."""
     return Gelu("none")(x)
+
+
+def gelu_tanh(x: Any) -> Expr:
+    """GELU's tanh approximation: ``gelu(x, approximate="tanh")``."""
+    return Gelu("tanh")(x)
