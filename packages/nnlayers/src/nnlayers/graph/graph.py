@@ -70,7 +70,13 @@ class Graph:
         check_finite: bool = False,
         training: bool = True,
         check_specs: bool | None = None,
+        xp: Any = None,
     ) -> None:
+        self._options: dict[str, Any] = {
+            "seed": seed,
+            "check_finite": check_finite,
+            "check_specs": check_specs,
+        }
         self._single = not isinstance(outputs, list | tuple)
         outs = [as_expr(o) for o in ([outputs] if self._single else list(outputs))]
         if not outs:
@@ -88,7 +94,7 @@ class Graph:
             raise GraphError(
                 f"compile: the first output {outs[0].describe()} must be floating point"
             )
-        self.xp = xp = arraycore.namespace()
+        self.xp = xp = arraycore.namespace() if xp is None else xp
         self.state = RunState(training, xp.random.default_rng(seed))
         self._check_finite = check_finite
         if check_specs is None:
@@ -186,6 +192,12 @@ class Graph:
         if keep:
             self._pending = (plan, slots, residuals)  # type: ignore[assignment]
         return outputs[0] if self._single else outputs
+
+    def moved_to(self, xp: Any) -> Graph:
+        """This graph compiled again on the namespace ``xp`` (its parameters must live there:
+        :meth:`Parameter.move_to <nnlayers.Parameter.move_to>`), in the same phase."""
+        outputs = self.outputs[0] if self._single else list(self.outputs)
+        return Graph(outputs, list(self.wrt), training=self.training, xp=xp, **self._options)
 
     def _check_placement(self) -> None:
         """After a parameter was moved (``move_to``): every parameter of this graph must still

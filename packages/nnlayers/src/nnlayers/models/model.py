@@ -144,6 +144,7 @@ class Model:
             wrt_nodes,
             seed=self.seed,
             check_finite=self._check_finite,
+            xp=self.__dict__.get("xp"),  # the model's backend once it has one (Model.to)
         )
 
     def _follow_freezing(self) -> None:
@@ -323,6 +324,56 @@ class Model:
         ``value_and_grad``, PyTorch's ``loss = ...; loss.backward()``."""
         values = self.forward(*batch)
         return values, self.backward(accumulate=accumulate, scale=scale)
+
+    def to(self, backend: Any, device: Any = None) -> Model:
+        """Move the model to another backend or device: ``model.to("opencl")``,
+        ``model.to("cuda", 1)`` or ``model.to(xp)`` (a namespace), as PyTorch's
+        ``module.to(device)``. Parameters, buffers and the optimisers' state (Adam's moments,
+        step counts) move, through the host; the model's graphs are compiled again there. A
+        graph elsewhere that still uses these parameters raises
+        :class:`arraycore.BackendMismatchError` naming the parameter at its next run. Feed
+        it host (NumPy) arrays or arrays of the new backend. Returns ``self``."""
+        import arraycore
+
+        xp = arraycore.namespace(backend, device) if isinstance(backend, str) else backend
+        if not hasattr(xp, "__array_namespace_info__") or not hasattr(xp, "asarray"):
+            raise TypeError(
+                f"Model.to: give a backend name ('numpy', 'opencl', 'cuda') or an arraycore "
+                f"namespace, got {backend!r}"
+            )
+        if device is not None and not isinstance(backend, str):
+            raise TypeError("Model.to: device= goes with a backend name, not a namespace")
+        if xp is self.xp:
+            return self
+        if getattr(self, "data_parallel", None) is not None:
+            raise GraphError("Model.to: a data-parallel model stays where its ranks put it")
+        old = self.xp
+        states = {}
+        for name, opt in self.optimizers().items():
+            state = opt.state_dict()
+            state["arrays"] = {k: np.asarray(old.to_numpy(v)) for k, v in state["arrays"].items()}
+            states[name] = state
+        graphs = {k: v for k, v in vars(self).items() if isinstance(v, Graph)}
+        moved: set[int] = set()
+        held = (p for g in graphs.values() for _, p in g._parameters)
+        for p in [*self._everything, *held]:
+            if isinstance(p, Parameter) and id(p) not in moved:
+                moved.add(id(p))
+                p.move_to(xp)
+        for attr, graph in graphs.items():
+            setattr(self, attr, graph.moved_to(xp))
+        generator = type(old.random.default_rng(0))
+        for attr, value in list(vars(self).items()):
+            if isinstance(value, generator) and value._xp is old:  # a VAE's, a GAN's noise
+                setattr(self, attr, xp.random.default_rng(value.seed))
+        self.xp = xp
+        self._captures = {}
+        for name, opt in self.optimizers().items():
+            opt.load_state_dict(states[name])
+            for scratch in ("_flat", "_tmp"):  # buffers of the old backend
+                if isinstance(getattr(opt, scratch, None), dict):
+                    getattr(opt, scratch).clear()
+        return self
 
     def __call__(self, x: Any, *more: Any, batch_size: int = 256) -> np.ndarray:
         """``model(x)`` is :meth:`predict`: the (first) output for ``x`` as a host array, in
@@ -550,7 +601,7 @@ class Model:
                 raise GraphError(
                     f"predict: the outputs need placeholders missing from inputs: {names}"
                 )
-            self._predict_graph = Graph(outs, wrt=[], seed=self.seed, training=False)
+            self._predict_graph = Graph(outs, wrt=[], seed=self.seed, training=False, xp=self.xp)
         return self._predict_graph
 
     # -- state ----------------------------------------------------------------------------------

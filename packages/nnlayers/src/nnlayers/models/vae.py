@@ -116,7 +116,7 @@ class VAE(Model):
             out = self._decoded
             if self.likelihood == "bernoulli":
                 out = ex.sigmoid(out)
-            self._decode_graph = Graph(out, wrt=[], seed=self.seed, training=False)
+            self._decode_graph = Graph(out, wrt=[], seed=self.seed, training=False, xp=self.xp)
         graph, parts = self._decode_graph, []
         z = np.asarray(z)
         for start in range(0, z.shape[0], batch_size):

@@ -565,7 +565,10 @@ class Optimizer:
                 )
                 self._counts[id(p)] = int(host)
                 continue
-            bufs = self._state.setdefault(id(p), {s: xp.zeros_like(p.value) for s in self.slots})
+            bufs = self._state.get(id(p))
+            if bufs is None or any(arraycore.namespace_of(b) is not xp for b in bufs.values()):
+                # new, or left on another backend by a parameter that moved (Model.to)
+                bufs = self._state[id(p)] = {s: xp.zeros_like(p.value) for s in self.slots}
             source = xp.asarray(np.asarray(array)) if isinstance(array, np.ndarray) else array
             xp.inplace.copy(source, out=bufs[slot])
         for p in self._params:
