@@ -82,7 +82,11 @@ def sinusoidal_table(length: int, width: int, base: float = 10000.0) -> np.ndarr
 
 class SinusoidalPositionalEncoding(Layer):
     """The fixed encoding of "Attention Is All You Need": ``x + table[:T]`` with
-    :func:`sinusoidal_table` (no parameters; any length unless ``max_length`` is given).
+    :func:`sinusoidal_table` (no parameters). The table is made for the input's length, which
+    must be known when the layer is applied (a placeholder ``(None, T, d)``): any ``T``, up to
+    ``max_length`` if given; an input whose time axis is unknown (``(None, None, d)``) is
+    refused with that message, and applying the layer again to another length makes another
+    table.
 
     >>> import nnlayers.expr as ex
     >>> from nnlayers.layers import SinusoidalPositionalEncoding
@@ -91,9 +95,14 @@ class SinusoidalPositionalEncoding(Layer):
     """
 
     def __init__(
-        self, *, max_length: int | None = None, base: float = 10000.0, name: str | None = None
+        self,
+        *,
+        max_length: int | None = None,
+        base: float = 10000.0,
+        name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         if max_length is not None and int(max_length) < 1:
             raise ValueError(
                 f"SinusoidalPositionalEncoding: max_length must be positive, got {max_length}"

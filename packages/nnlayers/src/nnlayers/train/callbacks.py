@@ -333,7 +333,9 @@ def _state_keys(callbacks: Sequence[Callback]) -> list[str]:
 
 class EarlyStopping(Callback):
     """Stop when ``monitor`` has not improved by more than ``min_delta`` for ``patience``
-    epochs; with ``restore_best`` the parameters of the best epoch are put back at the end.
+    epochs; with ``restore_best`` the parameters of the best epoch are put back at the end of
+    training, whether it stopped early or ran all its epochs (Keras 3's
+    ``restore_best_weights``), unless the last epoch was the best.
 
     ``mode="auto"`` maximises accuracies and minimises everything else. The best weights are
     copied to the host only when the monitored value improves.
@@ -399,7 +401,8 @@ class EarlyStopping(Callback):
             self.state.stop = True
 
     def on_train_end(self) -> None:
-        if self.restore_best and self._weights is not None and self.stopped_epoch:
+        last = self.model.epoch
+        if self.restore_best and self._weights is not None and self.best_epoch != last:
             self.model.load_state_dict(self._weights)
 
     def state_dict(self) -> dict[str, Any]:
@@ -716,12 +719,20 @@ class PlotCurves(Callback):
 
     ``metrics`` picks the panels (default: ``loss`` and, when tracked, ``accuracy``); with
     ``every=k`` it draws every ``k`` epochs and once more at the end. Needs matplotlib
-    (``pip install "nnlayers[plot]"``).
+    (``pip install "nnlayers[plot]"``): without it, making the callback raises ``ImportError``,
+    before anything trains.
     """
 
     def __init__(
         self, path: str | Path, metrics: Sequence[str] | None = None, *, every: int = 1
     ) -> None:
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            # here, not after the first epoch has trained
+            from ..plotting import _INSTALL
+
+            raise ImportError(f"PlotCurves needs matplotlib, which is not installed: {_INSTALL}")
         self.path = Path(path)
         self.metrics = list(metrics) if metrics is not None else None
         self.every = max(1, int(every))

@@ -34,8 +34,11 @@ def l1_penalty(params: Iterable[Any], scale: float) -> Expr:
 
 
 def l2_penalty(params: Iterable[Any], scale: float) -> Expr:
-    """``scale * sum(w**2)`` over every parameter in ``params`` (an explicit L2 term; the
-    optimisers' ``weight_decay`` does the same without a graph node)."""
+    """``scale * sum(w**2)`` over every parameter in ``params`` (an explicit L2 term). Its
+    gradient is ``2 * scale * w``: the optimisers' coupled ``weight_decay`` (``SGD``, ``Adam``,
+    ``RMSprop``, which add ``weight_decay * w`` to the gradient) does the same only with
+    ``weight_decay = 2 * scale``, and ``AdamW``'s decoupled decay, which bypasses Adam's
+    moments, is another regulariser altogether."""
     return _total([sum(square(p)) for p in params], scale, "l2_penalty")
 
 
