@@ -83,3 +83,8 @@ def test_the_fine_tuning_snippet(tmp_path, monkeypatch, capsys) -> None:
 
 def test_the_augmentation_snippet(capsys) -> None:
     assert _run_section("## Data augmentation", capsys).strip() == "(128, 3, 32, 32)"
+
+
+def test_the_custom_loop_snippet(capsys) -> None:
+    out = _run_section("### Custom loops, PyTorch's way", capsys)
+    assert out.splitlines() == ["True", "(3,)"]
