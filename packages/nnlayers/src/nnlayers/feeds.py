@@ -130,6 +130,7 @@ class Feed:
         if targets is not None:
             arrays.append(targets)
             labels.append("targets")
+        self.has_targets = targets is not None
         self.arrays: list[Any] = [self._as_array(a, label) for a, label in zip(arrays, labels)]
         counts = [int(a.shape[0]) for a in self.arrays]
         for label, count in zip(labels, counts):
@@ -181,6 +182,38 @@ class Feed:
         if len(a.shape) == 0:
             raise ValueError(f"Feed: {label} is a scalar; it needs a first (example) axis")
         return a
+
+    def split(self, fraction: float) -> tuple[Feed, tuple[Any, ...]]:
+        """Keras's ``validation_split``: a feed of the first ``1 - fraction`` of the examples
+        (with this feed's settings) and the last ``fraction`` as a tuple of arrays for
+        validation, taken before any shuffling, as Keras takes them."""
+        if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+            raise TypeError(f"Feed.split: the fraction must be a number, got {fraction!r}")
+        if not 0.0 < fraction < 1.0:
+            raise ValueError(f"Feed.split: the fraction must lie in (0, 1), got {fraction}")
+        n = self.num_examples
+        held = int(n * fraction)
+        if held < 1 or held >= n:
+            raise ValueError(
+                f"Feed.split: {fraction} of {n} examples leaves {held} for validation and "
+                f"{n - held} for training; each needs at least one"
+            )
+        keep = n - held
+        head = [a[:keep] for a in self.arrays]
+        tail = tuple(a[keep:] for a in self.arrays)
+        inputs = head[:-1] if self.has_targets else head
+        feed = Feed(
+            inputs if len(inputs) > 1 else inputs[0],
+            head[-1] if self.has_targets else None,
+            self.batch_size,
+            self.shuffle,
+            self.seed,
+            self.last_batch,
+            xp=self._xp,
+            augment=self.augment,
+            shard=self._shard,
+        )
+        return feed, tail
 
     # -- epochs ------------------------------------------------------------------------------
     @property

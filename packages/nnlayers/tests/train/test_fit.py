@@ -207,3 +207,27 @@ def test_bad_validation_labels_are_refused_before_training() -> None:
             validation=(vx, vy), progress=False)  # fmt: skip
     for p, value in zip(model.params, before):
         np.testing.assert_array_equal(p.numpy(), value)
+
+
+def test_validation_split_holds_out_the_last_examples_as_keras_does() -> None:
+    from nnlayers import Feed
+
+    x, y = _blobs()
+    n = len(x)
+    model = _classifier()
+    history = fit(
+        model, Feed(x, y, batch_size=16), epochs=2, optimizer=SGD(0.1), validation_split=0.25,
+        progress=False,
+    )  # fmt: skip
+    held = n // 4
+    assert "val_loss" in history.last
+    assert history.last["val_loss"] == pytest.approx(model.evaluate(x[-held:], y[-held:])["loss"])
+    assert history.last["examples_per_second"] > 0
+    train, tail = Feed(x, y, batch_size=16).split(0.25)
+    assert train.num_examples == n - held and len(tail[0]) == held
+    with pytest.raises(TypeError, match="not both"):
+        fit(model, Feed(x, y), validation=(x, y), validation_split=0.2, progress=False)
+    with pytest.raises(TypeError, match=r"splits a nnlayers\.Feed"):
+        fit(model, _batches(x, y), validation_split=0.2, progress=False)
+    with pytest.raises(ValueError, match=r"lie in \(0, 1\)"):
+        fit(model, Feed(x, y), validation_split=1.5, progress=False)

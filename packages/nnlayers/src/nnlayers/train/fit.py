@@ -13,7 +13,7 @@ import numpy as np
 import arraycore
 
 from ..errors import EmptyEpochError, NonFiniteError
-from ..feeds import StreamFeed
+from ..feeds import Feed, StreamFeed
 from ..models.model import Means, Model
 from .callbacks import Callback, CallbackList, TerminateOnNaN
 from .history import History
@@ -27,6 +27,7 @@ def fit(
     *,
     until_epoch: int | None = None,
     validation: Any = None,
+    validation_split: float | None = None,
     callbacks: Sequence[Callback] = (),
     optimizer: Any = None,
     progress: bool = True,
@@ -50,6 +51,9 @@ def fit(
       and returns the history.
     - ``validation``: a feed, or a tuple of arrays ``(x, y)``, evaluated after every epoch;
       its metrics enter the history as ``val_loss``, ``val_accuracy``, ...
+    - ``validation_split``: Keras's: the last fraction of a :class:`~nnlayers.Feed`'s
+      examples (taken before shuffling) is held out as the validation data, and training
+      uses the rest (:meth:`Feed.split <nnlayers.Feed.split>`); not with ``validation``.
     - ``callbacks``: :class:`~nnlayers.train.EarlyStopping`, :class:`~nnlayers.train.Checkpoint`
       (:class:`~nnlayers.train.ModelCheckpoint`), :class:`~nnlayers.train.PlotCurves`,
       :class:`~nnlayers.train.CSVLogger`, :class:`~nnlayers.train.TensorBoard`,
@@ -110,6 +114,15 @@ def fit(
     """
     target = _target_epoch(model, epochs, until_epoch)
     _check_arguments(feed, target)
+    if validation_split is not None:
+        if validation is not None:
+            raise TypeError("fit: give validation= or validation_split=, not both")
+        if not isinstance(feed, Feed):
+            raise TypeError(
+                f"fit: validation_split= splits a nnlayers.Feed of arrays, got a "
+                f"{type(feed).__name__}; give validation=(x_val, y_val) (or a feed) instead"
+            )
+        feed, validation = feed.split(validation_split)
     arraycore.check_threads(model.xp, stacklevel=2)  # the warning points at fit's caller
     if optimizer is not None:
         model.optimizer = optimizer
