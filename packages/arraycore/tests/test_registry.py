@@ -270,3 +270,28 @@ def test_a_numpy_scalar_result_stays_on_numpy() -> None:
         assert float(arraycore.exp(total)) == pytest.approx(np.exp(3.0))
         with pytest.raises(BackendMismatchError, match=r"add: got a numpy\.float32"):
             arraycore.add(tiny.ones(2), np.float32(2.0))
+
+
+def test_install_hints_from_a_checkout_are_the_commands_that_work_there() -> None:
+    """Run from this repository's source tree (an editable install), the hint for a
+    first-party backend is ``pip install -e`` of its folder beside arraycore's, a folder that
+    is there and holds that distribution; installed from a wheel, the released command."""
+    from pathlib import Path
+
+    import arraycore
+    from arraycore import _registry
+
+    source = Path(arraycore.__file__).resolve()
+    from_checkout = source.parents[1].name == "src" and source.parents[3].name == "packages"
+    for name, known in _registry.KNOWN_BACKENDS.items():
+        hint = _registry.install_hint(name) if name not in _registry._classes else None
+        if hint is None:
+            continue
+        if not from_checkout:
+            assert hint == known.install
+            continue
+        assert hint.startswith("pip install -e "), hint
+        target = hint.split()[3].strip('"').split("[")[0]
+        folder = Path(target)
+        assert (folder / "pyproject.toml").is_file(), hint
+        assert f'name = "{known.distribution}"' in (folder / "pyproject.toml").read_text()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -66,13 +67,43 @@ _owner_by_type: dict[type, str] = {}
 _current: ContextVar[Namespace | None] = ContextVar("arraycore_backend", default=None)
 
 
+#: The extras of a first-party backend's own distribution, for the command from a checkout.
+_CHECKOUT_EXTRAS = {"cuda": "[cuda12]"}
+
+
 def install_hint(name: str) -> str:
-    """The install command for a backend: its own hint, the first-party one, or a template."""
+    """The install command for a backend: its own hint, the first-party one (from a checkout of
+    this repository, where arraycore runs from its source tree: ``pip install -e`` of the
+    backend's folder beside it, the command that works there), or a template."""
     cls = _classes.get(name)
     if cls is not None and cls.install_hint:
         return cls.install_hint
     known = KNOWN_BACKENDS.get(name)
-    return known.install if known else f"pip install <the distribution that provides {name!r}>"
+    if known is None:
+        return f"pip install <the distribution that provides {name!r}>"
+    folder = _checkout_folder(known.distribution)
+    if folder is None:
+        return known.install
+    extras = _CHECKOUT_EXTRAS.get(name, "")
+    target = f'"{folder}{extras}"' if extras else str(folder)
+    note = known.install.partition("(")[2].rstrip(")")  # the first-party hint's own advice
+    note = f"; {note}" if note and not note.startswith("or ") else ""
+    return f"pip install -e {target}   (from this checkout{note})"
+
+
+def _checkout_folder(distribution: str) -> Path | None:
+    """The folder of ``distribution`` beside arraycore's own in a source checkout (relative to
+    the working directory when it lies below it), or ``None`` when arraycore is installed."""
+    here = Path(__file__).resolve()
+    if here.parents[1].name != "src" or here.parents[3].name != "packages":
+        return None
+    folder = here.parents[3] / distribution
+    if not (folder / "pyproject.toml").is_file():
+        return None
+    try:
+        return folder.relative_to(Path.cwd())
+    except ValueError:
+        return folder
 
 
 def entry_points() -> dict[str, metadata.EntryPoint]:
