@@ -29,6 +29,7 @@ from . import _dtypes, _registry, _threads
 from ._array import ArrayBase
 from ._checks import checks
 from ._checks import enabled as checks_enabled
+from ._cpu_extra import check_cpu_extra
 from ._linalg import LinalgNamespace
 from ._namespace import Generator, Namespace
 from ._registry import current, namespace, namespace_of, use
@@ -239,6 +240,7 @@ __all__ = [
     "nn",
     "random",
     "use",
+    "check_cpu_extra",
     "check_threads",
     "set_threads",
     "thread_info",

@@ -124,6 +124,11 @@ def info(stream: Any = None) -> int:
         file=out,
     )
     print(f"numpy allocator (docs/threads.md): {_malloc.status()}", file=out)
+    from . import _cpu_extra
+
+    advice = _cpu_extra.advice()
+    if advice is not None:
+        print(f"numpy: {advice}", file=out)
     if not usable:
         print(f"the selected backend {backend!r} cannot run here (see above)", file=out)
     return 0 if usable else 1

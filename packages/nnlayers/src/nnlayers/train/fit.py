@@ -124,6 +124,7 @@ def fit(
             )
         feed, validation = feed.split(validation_split)
     arraycore.check_threads(model.xp, stacklevel=2)  # the warning points at fit's caller
+    arraycore.check_cpu_extra(model.xp, stacklevel=2)  # once: the NumPy path without [cpu]
     if optimizer is not None:
         model.optimizer = optimizer
     if not model.optimizers():
