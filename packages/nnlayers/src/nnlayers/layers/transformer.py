@@ -60,6 +60,17 @@ class _Block(Layer):
     def _make_common(self, spec: Spec, attentions: tuple[str, ...]) -> None:
         require_ndim(self, spec, (3,), "(N, T, d)")
         (d,) = known(self, spec, (2,), "last axis (d)")
+        if self.num_heads == d and self.dim_feedforward < d:
+            # PyTorch's TransformerEncoderLayer(d_model, nhead) pasted: d_model became the
+            # number of heads and nhead the feed-forward width, which builds without error
+            what = type(self).__name__
+            raise ValueError(
+                f"{what} {self.name!r}: {self.num_heads} heads of width 1 and a feed-forward "
+                f"width of {self.dim_feedforward} for {d}-wide inputs looks like PyTorch's "
+                f"{what}(d_model={d}, nhead={self.dim_feedforward}); nnlayers reads d_model from "
+                f"the input and takes the heads first: write {what}({self.dim_feedforward}) or "
+                f"{what}(num_heads={self.dim_feedforward}, dim_feedforward=...)"
+            )
         self.d_model = d
 
         def next_seed() -> int | None:
