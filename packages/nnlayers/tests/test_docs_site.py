@@ -88,3 +88,9 @@ def test_the_augmentation_snippet(capsys) -> None:
 def test_the_custom_loop_snippet(capsys) -> None:
     out = _run_section("### Custom loops, PyTorch's way", capsys)
     assert out.splitlines() == ["True", "(3,)"]
+
+
+def test_the_writing_a_layer_snippet_prints_what_the_page_says(capsys) -> None:
+    out = _run_section("### Writing a layer", capsys)
+    printed = _section("### Writing a layer").split("prints\n\n```\n", 1)[1].split("```", 1)[0]
+    assert out == printed

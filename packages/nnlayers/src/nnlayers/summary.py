@@ -597,7 +597,9 @@ def _layer_rows(calls: list[_Call], depth: int) -> list[SummaryRow]:
 
 class _Names:
     """Unique row names: a second layer called ``affine`` becomes ``affine_1``, as a model names
-    its parameters; the same layer keeps its name."""
+    its parameters; the same layer keeps its name. A part named under its block (``self.conv1``:
+    ``block/conv1``) follows its block's row name (``block_1/conv1``), as the model's parameter
+    names do."""
 
     def __init__(self) -> None:
         self.by_layer: dict[int, str] = {}
@@ -605,6 +607,13 @@ class _Names:
 
     def of(self, layer: Layer) -> str:
         if id(layer) not in self.by_layer:
+            root = layer._naming_root()
+            if root is not layer and id(root) in self.by_layer:
+                name = f"{self.by_layer[id(root)]}/{str(layer.name)[len(root.name) + 1 :]}"
+                if name not in self.taken:
+                    self.taken.add(name)
+                    self.by_layer[id(layer)] = name
+                    return name
             name, k = str(layer.name), 1
             while name in self.taken:
                 name = f"{layer.name}_{k}"

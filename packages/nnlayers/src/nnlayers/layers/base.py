@@ -7,9 +7,11 @@ again reuses the same parameters (shared weights).
 
 from __future__ import annotations
 
+import copy
 import re
+import zlib
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -74,10 +76,30 @@ class Layer:
     :meth:`freeze` (Keras's ``layer.trainable = False``) holds every parameter of the layer and
     its parts fixed for fine-tuning, including those it makes later; a frozen batch-norm layer
     also stops updating its running statistics and normalises with them, as Keras does.
+
+    Parts are tracked as in PyTorch and Keras 3: a layer or :class:`~nnlayers.Parameter`
+    assigned to a public attribute (``self.conv1 = Conv2D(8, 3)`` in ``__init__``), or held in
+    a list, tuple or dict assigned to one (``self.blocks = [Block(), Block()]``), belongs to
+    this layer: its parameters are this layer's, :meth:`freeze` reaches it, and assigning
+    the attribute again replaces it. When this layer is first applied, each part not yet
+    applied that has no name of its own is named under it (``f"{self.name}/conv1"``,
+    ``blocks/0``, ``heads/<key>``), and, if this layer has a ``seed``, each part without one
+    gets a seed derived from it and the attribute's path, so a seeded block starts the same
+    every run and its parts differ. A :class:`~nnlayers.models.Model` holding two such blocks
+    names the second one's parameters ``<name>_1/...``. ``name`` and ``seed`` are accepted by
+    every layer's constructor.
     """
 
+    #: public attributes a subclass manages itself and that are not tracked as parts
+    _untracked: ClassVar[tuple[str, ...]] = ()
+
     def __init__(self, *, name: str | None = None, seed: int | None = None) -> None:
-        self.name = name or snake_case(type(self).__name__)
+        state = self.__dict__
+        state["_tracked"] = {}  # public attribute -> layer, parameter, list, tuple or dict
+        state["_named_by"] = None  # (parent, key) while this layer's name is f"{parent}/{key}"
+        state["_adopted"] = False  # whether this layer has named and seeded its parts
+        state["name"] = name or snake_case(type(self).__name__)
+        state["_name_given"] = name is not None
         self.seed = seed
         self.built = False
         self._params: dict[str, Parameter] = {}
@@ -88,11 +110,17 @@ class Layer:
 
     # -- application ------------------------------------------------------------------------
     def __call__(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        if "_tracked" not in self.__dict__:
+            raise TypeError(
+                f"{type(self).__name__}.__init__ did not call super().__init__(): call it "
+                "first, before assigning attributes"
+            )
         if not isinstance(x, Expr) and hasattr(x, "shape") and hasattr(x, "dtype"):
             return self._apply_to_array(x, args, kwargs)
         x = as_expr(x)
         spec = x.spec
         if not self.built:
+            self._adopt_parts()
             self._rng = initializers.rng(self.seed)
             self.input_spec = spec
             self.build(spec)
@@ -193,9 +221,13 @@ class Layer:
     def add_sublayer(self, key: str, layer: Layer) -> Layer:
         """Make ``layer`` a part of this one (call from build): its parameters become this
         layer's and it is reachable as ``self.<key>``, as in PyTorch. Name it under this
-        layer's name (``f"{self.name}/{key}"``) and seed it with :meth:`child_seed`."""
+        layer's name (``f"{self.name}/{key}"``) and seed it with :meth:`child_seed`: unlike a
+        part assigned as an attribute, it is taken as it is. (Assigning ``self.<key> = layer``
+        in ``__init__`` or ``build`` does both for you.)"""
         self._parts[key] = layer
-        setattr(self, key, layer)
+        self.__dict__.pop(key, None)
+        self._tracked.pop(key, None)
+        object.__setattr__(self, key, layer)
         if self.__dict__.get("_frozen", False):
             layer.freeze()
         return layer
@@ -207,12 +239,131 @@ class Layer:
         return None if self.seed is None else self.seed * 7919 + index
 
     def sublayers(self) -> list[Layer]:
-        """The layers this one is made of (those given to :meth:`add_sublayer`)."""
-        return list(self._parts.values())
+        """The layers this one is made of: those given to :meth:`add_sublayer`, then those
+        assigned to its attributes (also in lists, tuples and dicts), each once."""
+        found = list(self._parts.values())
+        seen = {id(layer) for layer in found}
+        seen.add(id(self))
+        for _, part in self._tracked_parts():
+            if isinstance(part, Layer) and id(part) not in seen:
+                seen.add(id(part))
+                found.append(part)
+        return found
+
+    # -- parts assigned as attributes ---------------------------------------------------------
+    def __setattr__(self, key: str, value: Any) -> None:
+        state = self.__dict__
+        tracked = state.get("_tracked")
+        if tracked is None:
+            if next(_parts_in(value, key), None) is not None:
+                raise AttributeError(
+                    f"cannot assign the layer or parameter {key!r} before Layer.__init__() call: "
+                    f"call super().__init__() first in {type(self).__name__}.__init__"
+                )
+            object.__setattr__(self, key, value)
+            return
+        if key == "name" and "_name_given" in state:
+            state["_name_given"] = True  # set explicitly: no longer named under a parent
+            state["_named_by"] = None
+        if not key.startswith("_") and key not in type(self)._untracked:
+            parts = state.get("_parts", {})
+            if key in parts:  # replacing a part given to add_sublayer
+                if isinstance(value, Layer):
+                    parts[key] = value
+                    if state.get("_frozen", False):
+                        value.freeze()
+                    object.__setattr__(self, key, value)
+                    return
+                del parts[key]
+            tracked.pop(key, None)
+            if isinstance(value, Layer | Parameter | list | tuple | dict):
+                tracked[key] = value
+                if state.get("_frozen", False) or state.get("_adopted", False):
+                    for path, part in _parts_in(value, key):
+                        if state.get("_adopted", False):
+                            self._adopt(path, part, set())
+                        if state.get("_frozen", False):
+                            part.freeze()
+        object.__setattr__(self, key, value)
+
+    def __delattr__(self, key: str) -> None:
+        self.__dict__.get("_tracked", {}).pop(key, None)
+        self.__dict__.get("_parts", {}).pop(key, None)
+        object.__delattr__(self, key)
+
+    def _tracked_parts(self) -> Iterator[tuple[str, Layer | Parameter]]:
+        """``(path, part)`` for every layer and parameter held by a tracked attribute."""
+        for key, value in self.__dict__.get("_tracked", {}).items():
+            yield from _parts_in(value, key)
+
+    def _adopt_parts(self) -> None:
+        """Name and seed the parts assigned as attributes (at the first application, so the
+        names follow this layer's final name); parts assigned later are adopted at once."""
+        self.__dict__["_adopted"] = True
+        seen: set[int] = set()
+        for path, part in list(self._tracked_parts()):
+            self._adopt(path, part, seen)
+
+    def _adopt(self, path: str, part: Layer | Parameter, seen: set[int]) -> None:
+        if id(part) in seen or part is self:
+            return
+        seen.add(id(part))
+        if isinstance(part, Parameter):
+            if part.name is None:
+                part.name = f"{self.name}/{path}"
+            if part.owner is None:
+                part.owner = self
+            return
+        if part.built or any(part is given for given in self._parts.values()):
+            return  # applied already, or given to add_sublayer: taken as it is
+        link = part.__dict__.get("_named_by")
+        if link is not None and link[0] is not self:
+            return  # a part of another layer first (shared): named and seeded there
+        if not part.__dict__.get("_name_given", True):
+            part.__dict__["name"] = f"{self.name}/{path}"
+            part.__dict__["_named_by"] = (self, path)
+        if part.seed is None and self.seed is not None:
+            part.seed = derived_seed(self.seed, path)
+
+    def _naming_root(self) -> Layer:
+        """The outermost layer this one's name was derived from by naming parts under their
+        parent (``self`` if none): a model making names unique renames from there, so a
+        second block gives ``block_1/conv1/...`` rather than ``block/conv1_1/...``."""
+        layer = self
+        for _ in range(256):
+            link = layer.__dict__.get("_named_by")
+            if link is None:
+                break
+            parent, key = link
+            if layer.name != f"{parent.name}/{key}":
+                break
+            layer = parent
+        return layer
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Layer:
+        # a copy keeps its link to a parent only if the parent is copied with it
+        cls = type(self)
+        new = cls.__new__(cls)
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            if key != "_named_by":
+                new.__dict__[key] = copy.deepcopy(value, memo)
+        link = self.__dict__.get("_named_by")
+        if link is not None and id(link[0]) in memo:
+            new.__dict__["_named_by"] = (memo[id(link[0])], link[1])
+        elif "_named_by" in self.__dict__:
+            new.__dict__["_named_by"] = None
+        return new
+
+    def _own_parameters(self) -> Iterator[Parameter]:
+        yield from self._params.values()
+        for _, part in self._tracked_parts():
+            if isinstance(part, Parameter):
+                yield part
 
     def _all_parameters(self) -> Iterator[Parameter]:
         seen: set[int] = set()
-        for p in self._params.values():
+        for p in self._own_parameters():
             if id(p) not in seen:
                 seen.add(id(p))
                 yield p
@@ -251,7 +402,7 @@ class Layer:
 
     def _set_frozen(self, frozen: bool) -> None:
         self._frozen = frozen
-        for p in self._params.values():
+        for p in self._own_parameters():
             p.frozen = frozen
         for layer in self.sublayers():
             layer._set_frozen(frozen)
@@ -299,6 +450,26 @@ class Layer:
     def config(self) -> dict[str, Any]:
         """The settings shown by ``repr`` (subclasses add theirs)."""
         return {"name": self.name}
+
+
+def derived_seed(seed: int, path: str) -> int:
+    """The seed of the part at attribute ``path`` of a layer seeded with ``seed``."""
+    key = [int(seed) & 0xFFFFFFFFFFFFFFFF, zlib.crc32(path.encode())]
+    state = np.random.SeedSequence(key).generate_state(2, np.uint32)
+    return (int(state[0]) << 31) ^ int(state[1])
+
+
+def _parts_in(value: Any, path: str, depth: int = 0) -> Iterator[tuple[str, Layer | Parameter]]:
+    """``(path, part)`` for the layers and parameters in ``value`` and, recursively, in the
+    lists, tuples and dicts it holds (``blocks/0``, ``heads/<key>``)."""
+    if isinstance(value, Layer | Parameter):
+        yield path, value
+    elif depth < 8 and isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from _parts_in(item, f"{path}/{i}", depth + 1)
+    elif depth < 8 and isinstance(value, dict):
+        for k, item in value.items():
+            yield from _parts_in(item, f"{path}/{k}", depth + 1)
 
 
 def float_dtype(spec: Spec) -> np.dtype:

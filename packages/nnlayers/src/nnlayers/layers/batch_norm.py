@@ -34,8 +34,9 @@ class BatchNorm(Layer):
         scale: bool = True,
         center: bool = True,
         name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         if not 0.0 <= momentum <= 1.0:
             raise ValueError(f"BatchNorm: momentum must lie in [0, 1], got {momentum}")
         self.momentum = momentum

@@ -47,8 +47,9 @@ class Bidirectional(Layer):
         merge_mode: str | None = "concat",
         backward_layer: Recurrent | None = None,
         name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         for what, given in (("layer", layer), ("backward_layer", backward_layer)):
             if given is None:
                 continue

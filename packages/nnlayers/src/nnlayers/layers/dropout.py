@@ -21,8 +21,15 @@ class Dropout(Layer):
     (None, 10)
     """
 
-    def __init__(self, rate: float = 0.5, *, spatial: bool = False, name: str | None = None):
-        super().__init__(name=name)
+    def __init__(
+        self,
+        rate: float = 0.5,
+        *,
+        spatial: bool = False,
+        name: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(name=name, seed=seed)
         if not 0.0 <= rate < 1.0:
             raise ValueError(f"Dropout: rate must lie in [0, 1), got {rate}")
         self.rate = rate
@@ -39,6 +46,8 @@ class Dropout(Layer):
         return {"rate": self.rate, "spatial": self.spatial}
 
 
-def SpatialDropout(rate: float = 0.5) -> Dropout:  # noqa: N802
+def SpatialDropout(  # noqa: N802
+    rate: float = 0.5, *, name: str | None = None, seed: int | None = None
+) -> Dropout:
     """``Dropout(rate, spatial=True)``: drop whole channels of NCHW images."""
-    return Dropout(rate, spatial=True)
+    return Dropout(rate, spatial=True, name=name, seed=seed)

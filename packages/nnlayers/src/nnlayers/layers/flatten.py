@@ -18,8 +18,10 @@ class Flatten(Layer):
     (None, 784)
     """
 
-    def __init__(self, start_axis: int = 1, *, name: str | None = None) -> None:
-        super().__init__(name=name)
+    def __init__(
+        self, start_axis: int = 1, *, name: str | None = None, seed: int | None = None
+    ) -> None:
+        super().__init__(name=name, seed=seed)
         self.start_axis = start_axis
 
     def forward(self, x: Expr) -> Expr:

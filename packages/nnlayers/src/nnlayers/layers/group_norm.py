@@ -37,8 +37,9 @@ class GroupNorm(Layer):
         scale: bool = True,
         center: bool = True,
         name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         if int(num_groups) < 1:
             raise ValueError(f"GroupNorm: num_groups must be positive, got {num_groups}")
         self.num_groups = int(num_groups)

@@ -21,9 +21,15 @@ class LayerNorm(Layer):
     """
 
     def __init__(
-        self, *, eps: float = 1e-5, scale: bool = True, center: bool = True, name: str | None = None
+        self,
+        *,
+        eps: float = 1e-5,
+        scale: bool = True,
+        center: bool = True,
+        name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         self.eps = eps
         self.scale = scale
         self.center = center

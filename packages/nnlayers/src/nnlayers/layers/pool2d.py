@@ -34,8 +34,9 @@ class Pool2D(Layer):
         *,
         mode: str = "max",
         name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         if mode not in ("max", "avg"):
             raise ValueError(f"Pool2D: mode must be 'max' or 'avg', got {mode!r}")
         kernel = pair(kernel_size, "Pool2D", "kernel_size", 1)
@@ -63,14 +64,28 @@ class Pool2D(Layer):
         }
 
 
-def MaxPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Pool2D:  # noqa: N802
+def MaxPool2D(  # noqa: N802
+    kernel_size: Any = 2,
+    stride: Any = None,
+    padding: Any = 0,
+    *,
+    name: str | None = None,
+    seed: int | None = None,
+) -> Pool2D:
     """``Pool2D(..., mode="max")``."""
-    return Pool2D(kernel_size, stride, padding, mode="max")
+    return Pool2D(kernel_size, stride, padding, mode="max", name=name, seed=seed)
 
 
-def AvgPool2D(kernel_size: Any = 2, stride: Any = None, padding: Any = 0) -> Pool2D:  # noqa: N802
+def AvgPool2D(  # noqa: N802
+    kernel_size: Any = 2,
+    stride: Any = None,
+    padding: Any = 0,
+    *,
+    name: str | None = None,
+    seed: int | None = None,
+) -> Pool2D:
     """``Pool2D(..., mode="avg")``."""
-    return Pool2D(kernel_size, stride, padding, mode="avg")
+    return Pool2D(kernel_size, stride, padding, mode="avg", name=name, seed=seed)
 
 
 class GlobalPool2D(Layer):
@@ -84,8 +99,15 @@ class GlobalPool2D(Layer):
     (None, 64)
     """
 
-    def __init__(self, mode: str = "avg", *, keepdims: bool = False, name: str | None = None):
-        super().__init__(name=name)
+    def __init__(
+        self,
+        mode: str = "avg",
+        *,
+        keepdims: bool = False,
+        name: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(name=name, seed=seed)
         if mode not in ("avg", "max"):
             raise ValueError(f"GlobalPool2D: mode must be 'avg' or 'max', got {mode!r}")
         self.mode = mode
@@ -102,11 +124,15 @@ class GlobalPool2D(Layer):
         return {"mode": self.mode, "keepdims": self.keepdims, "name": self.name}
 
 
-def GlobalAvgPool2D(*, keepdims: bool = False, name: str | None = None) -> GlobalPool2D:  # noqa: N802
+def GlobalAvgPool2D(  # noqa: N802
+    *, keepdims: bool = False, name: str | None = None, seed: int | None = None
+) -> GlobalPool2D:
     """``GlobalPool2D("avg")``: global average pooling."""
-    return GlobalPool2D("avg", keepdims=keepdims, name=name)
+    return GlobalPool2D("avg", keepdims=keepdims, name=name, seed=seed)
 
 
-def GlobalMaxPool2D(*, keepdims: bool = False, name: str | None = None) -> GlobalPool2D:  # noqa: N802
+def GlobalMaxPool2D(  # noqa: N802
+    *, keepdims: bool = False, name: str | None = None, seed: int | None = None
+) -> GlobalPool2D:
     """``GlobalPool2D("max")``: global max pooling."""
-    return GlobalPool2D("max", keepdims=keepdims, name=name)
+    return GlobalPool2D("max", keepdims=keepdims, name=name, seed=seed)

@@ -40,8 +40,9 @@ class RNNStack(Layer):
         *,
         dropout: float = 0.0,
         name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         layers = list(layers)
         if not layers:
             raise ValueError("RNNStack: give at least one layer")

@@ -21,6 +21,9 @@ class Sequential(Layer):
     activation names (``"relu"``). A ``Sequential`` is itself a layer: nest it, reuse it
     (shared weights) or give it to a model. With ``seed=`` every item made without its own seed
     gets one derived from it, so the whole stack starts from the same weights every time.
+    Items keep their own names (``affine``, made unique by a model), except in a ``Sequential``
+    that is itself a part named under a block (``self.body = Sequential([...])``): there items
+    without a name of their own are named by position, ``block/body/0``, as in PyTorch.
 
     >>> import nnlayers.expr as ex
     >>> from nnlayers.layers import Affine, Conv2D, Flatten, Pool2D, Sequential
@@ -32,6 +35,8 @@ class Sequential(Layer):
     >>> [p.name for p in net.params]
     ['conv2d/weight', 'conv2d/bias', 'affine/weight', 'affine/bias']
     """
+
+    _untracked = ("layers",)  # the items: named, seeded and listed by Sequential itself
 
     def __init__(
         self, layers: Iterable[Step | str] = (), *, name: str | None = None, seed: int | None = None
@@ -53,6 +58,12 @@ class Sequential(Layer):
         return self
 
     def build(self, spec: Spec) -> None:
+        if self._named_by is not None:
+            for i, item in enumerate(self.layers):
+                named = isinstance(item, Layer) and (item.built or item._name_given)
+                if isinstance(item, Layer) and not named and item._named_by is None:
+                    item.__dict__["name"] = f"{self.name}/{i}"
+                    item.__dict__["_named_by"] = (self, str(i))
         if self.seed is None:
             return
         for i, item in enumerate(self.layers):
@@ -66,7 +77,9 @@ class Sequential(Layer):
         return x
 
     def sublayers(self) -> list[Layer]:
-        return [item for item in self.layers if isinstance(item, Layer)]
+        items = [item for item in self.layers if isinstance(item, Layer)]
+        seen = {id(item) for item in items}
+        return items + [layer for layer in super().sublayers() if id(layer) not in seen]
 
     def __getitem__(self, index: int) -> Step:
         return self.layers[index]

@@ -230,9 +230,15 @@ class _Stack(Layer):
     ``nn.TransformerDecoder``."""
 
     def __init__(
-        self, layer: _Block, num_layers: int, *, norm: Layer | None = None, name: str | None = None
+        self,
+        layer: _Block,
+        num_layers: int,
+        *,
+        norm: Layer | None = None,
+        name: str | None = None,
+        seed: int | None = None,
     ) -> None:
-        super().__init__(name=name)
+        super().__init__(name=name, seed=seed)
         what = type(self).__name__
         if not isinstance(layer, self._kind):
             raise TypeError(f"{what}: needs a {self._kind.__name__}, got {type(layer).__name__}")

@@ -690,6 +690,8 @@ def _unique(items: Iterable[_T]) -> list[_T]:
 def unique_names(params: list[Parameter]) -> None:
     """Give every parameter a unique name, in graph order: unnamed ones become ``param``, and a
     second layer called ``affine`` becomes ``affine_1`` (its parameters ``affine_1/weight``...).
+    Parts named under their parent (a block's ``self.conv1``: ``block/conv1/weight``) are
+    renamed from the outermost such parent: a second ``block`` gives ``block_1/conv1/weight``.
 
     Names depend only on the model's structure, so rebuilding a model gives the same names and
     its checkpoints load.
@@ -699,8 +701,14 @@ def unique_names(params: list[Parameter]) -> None:
     for p in params:
         name = p.name or "param"
         if p.owner is not None and "/" in name:
-            prefix, _, leaf = name.rpartition("/")
-            key = id(p.owner)
+            owner = p.owner
+            root = owner._naming_root() if hasattr(owner, "_naming_root") else owner
+            if root is not owner and name.startswith(f"{owner.name}/"):
+                prefix, leaf = root.name, name[len(root.name) + 1 :]
+            else:
+                root = owner
+                prefix, _, leaf = name.rpartition("/")
+            key = id(root)
             if key in renamed_owner:
                 name = f"{renamed_owner[key]}/{leaf}"
             elif name in taken:
