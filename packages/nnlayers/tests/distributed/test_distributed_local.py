@@ -241,5 +241,5 @@ def test_the_guide_runs_in_one_process(tmp_path, monkeypatch, capsys) -> None:
     for block in guide_snippets():
         exec(compile(block, str(TRAINING), "exec"), namespace)
     assert capsys.readouterr().out.splitlines()[-1] == "rank 0: True"
-    assert (tmp_path / "run.safetensors").is_file()
+    assert (tmp_path / "data_parallel_run.safetensors").is_file()
     assert namespace["optimizer"].learning_rate == 0.0  # the warm-up starts from zero
