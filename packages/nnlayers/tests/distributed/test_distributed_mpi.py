@@ -175,7 +175,9 @@ def test_the_guide_runs_on_two_ranks(tmp_path) -> None:
     # the ranks share mpiexec's stdout, which may join one rank's line to the other's
     lines = sorted(re.findall(r"rank \d+: (?:True|False)", result.stdout))
     assert lines == ["rank 0: True", "rank 1: True"], result.stdout
-    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".safetensors"] == ["run.safetensors"]
+    assert [p.name for p in tmp_path.iterdir() if p.suffix == ".safetensors"] == [
+        "data_parallel_run.safetensors"
+    ]
 
 
 @pytest.mark.parametrize("fault", ["raise", "kill", "hang"])
