@@ -38,6 +38,8 @@ import numpy as np
 from arraycore.backend import BINARY_OPS as _BINARY
 from arraycore.backend import (
     ELEMENTWISE,
+    OPTIONAL_OPS,
+    PROTOCOL_VERSION,
     REDUCE_OPS,
     Array,
     Backend,
@@ -49,6 +51,8 @@ from arraycore.backend import (
     check_fuse_args,
     env_switch,
 )
+from arraycore.backend import OPTIONAL_BINARY_OPS as _OPTIONAL_BINARY
+from arraycore.backend import OPTIONAL_UNARY_OPS as _OPTIONAL_UNARY
 from arraycore.backend import UNARY_OPS as _UNARY
 
 from ._adapters import (
@@ -79,8 +83,8 @@ ENV_OVERRIDES = "ARRAYCORE_CUDA_OVERRIDES"
 #: cuBLAS path and batch-norm arraycore's derived kernels, as on a machine without cuDNN.
 ENV_CUDNN = "ARRAYCORE_CUDNN"
 
-UNARY_OPS = tuple(sorted(_UNARY))
-BINARY_OPS = tuple(sorted(_BINARY))
+UNARY_OPS = tuple(sorted(_UNARY | _OPTIONAL_UNARY))  # CuPy has every one, optional ones too
+BINARY_OPS = tuple(sorted(_BINARY | _OPTIONAL_BINARY))
 
 #: Namespace functions bound to the CuPy function of the same name. Each has the standard's
 #: positional parameters and keywords in CuPy 14.2 (checked with ``inspect.signature`` where
@@ -270,6 +274,8 @@ class CudaBackend(Backend):
 
     name = "cuda"
     install_hint = INSTALL_HINT
+    protocol_version = PROTOCOL_VERSION
+    optional_primitives = frozenset(OPTIONAL_OPS)  # every primitive is a CuPy ufunc
 
     # -- discovery -------------------------------------------------------------------------------
     @classmethod

@@ -11,6 +11,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from arraycore.backend import (
+    OPTIONAL_OPS,
+    PROTOCOL_VERSION,
     Array,
     Backend,
     BackendUnavailable,
@@ -60,6 +62,9 @@ class OpenCLBackend(Backend, OpenCLKernels):
 
     name: ClassVar[str] = "opencl"
     install_hint: ClassVar[str] = INSTALL
+    protocol_version: ClassVar[tuple[int, int]] = PROTOCOL_VERSION
+    # a kernel per op-table primitive, generated from its kernel expression
+    optional_primitives: ClassVar[frozenset[str]] = frozenset(OPTIONAL_OPS)
 
     def __init__(self, device: str | int | None = None) -> None:
         super().__init__(device)

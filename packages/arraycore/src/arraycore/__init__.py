@@ -44,6 +44,7 @@ from .errors import (
     BackendMismatchError,
     BackendNotFoundError,
     BackendNotInstalledError,
+    BackendProtocolError,
     BackendUnavailableError,
     PerformanceWarning,
 )
@@ -223,6 +224,7 @@ __all__ = [
     "BackendMismatchError",
     "BackendNotFoundError",
     "BackendNotInstalledError",
+    "BackendProtocolError",
     "BackendUnavailableError",
     "CaptureUnsupported",
     "Captured",

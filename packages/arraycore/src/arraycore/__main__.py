@@ -40,6 +40,7 @@ def backend_report() -> list[dict[str, Any]]:
         row["distribution"] = _distribution_of(eps[name])
         try:
             cls = _registry.backend_class(name)
+            row.update(protocol_report(cls))
             try:  # a backend may not know its versions where it cannot run: never the reason
                 row["version"] = cls.version()
             except Exception as exc:
@@ -62,6 +63,36 @@ def backend_report() -> list[dict[str, Any]]:
             )
         rows.append(row)
     return rows
+
+
+def protocol_report(cls: Any) -> dict[str, Any]:
+    """The protocol version a backend class declares, the optional primitives it implements and
+    those arraycore derives for it (docs/backends.md, "Protocol versions")."""
+    from .backend import OPTIONAL_OPS
+
+    declared = set(cls.optional_primitives)
+    return {
+        "protocol": ".".join(map(str, cls.protocol_version)),
+        "optional": sorted(declared & set(OPTIONAL_OPS)),
+        "derived": sorted(set(OPTIONAL_OPS) - declared),
+    }
+
+
+def _primitives_lines(row: dict[str, Any]) -> list[str]:
+    if "protocol" not in row:
+        return []
+    from .backend import PROTOCOL_VERSION
+
+    ours = ".".join(map(str, PROTOCOL_VERSION))
+    total = len(row["optional"]) + len(row["derived"])
+    optional = "all" if not row["derived"] else ", ".join(row["optional"]) or "none"
+    lines = [
+        f"protocol: {row['protocol']} (arraycore's: {ours}); optional primitives it implements "
+        f"({len(row['optional'])} of {total}): {optional}"
+    ]
+    if row["derived"]:
+        lines.append(f"derived by arraycore from the required ones: {', '.join(row['derived'])}")
+    return lines
 
 
 def _capture_line(xp: Any) -> str:
@@ -105,6 +136,8 @@ def info(stream: Any = None) -> int:
             print(f"    versions: {row['version']}", file=out)
         for dev in row["devices"]:
             print(f"    device {dev}", file=out)
+        for line in _primitives_lines(row):
+            print(f"    {line}", file=out)
         if row.get("capture"):
             print(f"    capture: {row['capture']}", file=out)
         if row.get("host_functions"):

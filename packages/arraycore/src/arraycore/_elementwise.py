@@ -22,6 +22,20 @@ from .backend import Array
 class ElementwiseFunctions(NamespaceBase):
     """Element-wise functions (the op table's, set on the class below, and clip and where)."""
 
+    #: Optional primitives the backend does not implement, by name: their derived defaults
+    #: (set by ``Namespace.__init__`` from ``Backend.optional_primitives``).
+    _fallbacks: dict[str, Callable[..., Array]]
+
+    def _primitive(self, op: str, *operands: Array) -> Array:
+        """The element-wise primitive ``op`` of operands in its compute dtype: the backend's, or
+        arraycore's default where ``op`` is optional and the backend does not declare it."""
+        fallback = self._fallbacks.get(op)
+        if fallback is not None:
+            return fallback(self, *operands)
+        if len(operands) == 1:
+            return self._backend.unary(op, operands[0])
+        return self._backend.binary(op, *operands)
+
     def _unary_input(self, op: str, x: Array) -> Array | None:
         """``x`` in the dtype ``op`` computes in (docs/dtypes.md), or None where the result is
         ``x`` itself (rounding integers and bools, ``abs`` of bool)."""
@@ -40,6 +54,9 @@ class ElementwiseFunctions(NamespaceBase):
             return entry.derive(self, operand)
         if operand.dtype.kind != "f" and op in _optable.NON_FLOAT_CONSTANT:
             return _optable.NON_FLOAT_CONSTANT[op](self, operand)
+        fallback = self._fallbacks.get(op)
+        if fallback is not None:
+            return fallback(self, operand)
         return self._backend.unary(op, operand)
 
     def _binary(self, op: str, x1: ArrayOrScalar, x2: ArrayOrScalar) -> Array:
@@ -49,7 +66,7 @@ class ElementwiseFunctions(NamespaceBase):
             self._check(op, x)
             return self._backend.full(tuple(x.shape), constant, _BOOL)
         a, b = self._promote(op, x1, x2)
-        derive = _optable.BY_NAME[op].derive
+        derive = _optable.BY_NAME[op].derive or self._fallbacks.get(op)
         if derive is not None:
             return derive(self, a, b)
         return self._backend.binary(op, a, b)

@@ -76,4 +76,6 @@ def left_on_host(xp: Any) -> list[str]:
         fn = getattr(owner, attr, None)
         if fn is not None and getattr(fn, "__arraycore_host__", None) == dotted:
             names.append(dotted)
-    return names
+    from ._optional import ON_HOST  # optional primitives the backend leaves to arraycore
+
+    return sorted(names + [name for name in ON_HOST if name in getattr(xp, "_fallbacks", ())])

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _checks, _dtype_rules
+from . import _checks, _dtype_rules, _optable
 from ._creation import CreationFunctions
 from ._dtypes import can_cast, finfo, iinfo, isdtype, result_type
 from ._elementwise import ElementwiseFunctions
@@ -92,6 +92,13 @@ class Namespace(
         # what array-api-compat (and so scikit-learn, SciPy) identifies a namespace by
         self.__name__ = "arraycore"
         self.device = backend.device
+        # the optional primitives the backend does not declare: arraycore derives them
+        declared = backend.optional_primitives
+        self._fallbacks = {
+            op.name: op.fallback
+            for op in _optable.ELEMENTWISE
+            if op.fallback is not None and op.name not in declared
+        }
         self.nn = NNNamespace(self)
         self.inplace = InplaceNamespace(self)
         self.random = RandomNamespace(self)

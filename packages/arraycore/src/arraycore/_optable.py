@@ -31,8 +31,10 @@ type's C name and ``{bits}`` the dtype's width in bits; helper functions the exp
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
+
+from . import _optional
 
 #: What an entry's ``accepts`` may be: the dtypes a function takes (others are a TypeError).
 ACCEPTS: dict[str, str] = {
@@ -61,6 +63,14 @@ class Elementwise:
     identity_kinds: str = ""
     #: For derived entries: ``fn(xp, *operands)`` on operands already in the compute dtype.
     derive: Callable[..., Any] | None = None
+    #: For primitive entries: the backend protocol version that made it a primitive. Those of
+    #: protocol 1.0 are required of every backend; a later one is optional (a backend declares
+    #: it in ``Backend.optional_primitives``) and has a ``fallback``.
+    since: tuple[int, int] = (1, 0)
+    #: For optional primitives: ``fn(xp, *operands)`` from the required primitives, what
+    #: arraycore computes for a backend that does not implement the primitive
+    #: (:mod:`arraycore._optional`).
+    fallback: Callable[..., Any] | None = None
 
     @property
     def reference(self) -> str:
@@ -113,7 +123,7 @@ def _signbit(xp: Any, x: Any) -> Any:
         return bk.full(tuple(x.shape), False, xp.bool)
     if x.dtype.kind != "f":
         return bk.binary("less", x, bk.full((), 0, x.dtype))
-    one = bk.binary("copysign", bk.full((), 1, x.dtype), x)
+    one = xp._primitive("copysign", bk.full((), 1, x.dtype), x)
     return bk.binary("less", one, bk.full((), 0, x.dtype))
 
 
@@ -279,6 +289,14 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
        identity_kinds="biu", kernel=_float("trunc(x)")),
 )  # fmt: skip
 
+# The primitives added after protocol 1.0: optional, with their version and their default.
+ELEMENTWISE = tuple(
+    replace(op, since=_optional.OPTIONAL[op.name][0], fallback=_optional.OPTIONAL[op.name][1])
+    if op.name in _optional.OPTIONAL
+    else op
+    for op in ELEMENTWISE
+)
+
 #: The entries by name.
 BY_NAME: dict[str, Elementwise] = {op.name: op for op in ELEMENTWISE}
 
@@ -289,6 +307,20 @@ UNARY_PRIMITIVES: frozenset[str] = frozenset(
 BINARY_PRIMITIVES: frozenset[str] = frozenset(
     op.name for op in ELEMENTWISE if op.primitive and op.arity == 2
 )
+#: The element-wise primitives of protocol 1.0, frozen: every backend implements these.
+REQUIRED_UNARY: frozenset[str] = frozenset(
+    {"abs", "ceil", "cos", "exp", "expm1", "floor", "isinf", "isnan", "log", "log1p",
+     "logical_not", "negative", "round", "sign", "sin", "sqrt", "tanh"}
+)  # fmt: skip
+REQUIRED_BINARY: frozenset[str] = frozenset(
+    {"add", "divide", "equal", "floor_divide", "greater", "greater_equal", "less", "less_equal",
+     "logical_and", "logical_or", "maximum", "minimum", "multiply", "not_equal", "pow",
+     "remainder", "subtract"}
+)  # fmt: skip
+#: The element-wise primitives added since: a backend declares those it implements.
+OPTIONAL_PRIMITIVES: dict[str, tuple[int, int]] = {
+    op.name: op.since for op in ELEMENTWISE if op.primitive and op.fallback is not None
+}
 #: isnan and isinf of integers and bools need no kernel.
 NON_FLOAT_CONSTANT: dict[str, Callable[..., Any]] = {"isnan": _non_bool, "isinf": _non_bool}
 

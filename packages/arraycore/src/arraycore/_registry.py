@@ -24,10 +24,11 @@ import numpy as np
 
 from . import _interop
 from ._namespace import Namespace
-from .backend import Backend, BackendUnavailable, DeviceNotFound
+from .backend import Backend, BackendUnavailable, DeviceNotFound, protocol_problems
 from .errors import (
     BackendNotFoundError,
     BackendNotInstalledError,
+    BackendProtocolError,
     BackendUnavailableError,
 )
 
@@ -165,6 +166,12 @@ def backend_class(name: str) -> type[Backend]:
         if not (isinstance(cls, type) and issubclass(cls, Backend)):
             raise BackendUnavailableError(
                 f"entry point {name!r} = {eps[name].value} is not an arraycore.backend.Backend"
+            )
+        problems = protocol_problems(cls)
+        if problems:
+            raise BackendProtocolError(
+                f"backend {name!r} ({eps[name].value}) cannot run on this arraycore: "
+                + "; ".join(problems)
             )
         _classes[name] = cls
         return cls

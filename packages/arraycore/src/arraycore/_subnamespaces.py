@@ -403,6 +403,8 @@ class InplaceNamespace(_SubNamespace):
                     return self.copy(x, out=out)
                 if operand.dtype.kind != "f" and name in _optable.NON_FLOAT_CONSTANT:
                     return self.copy(_optable.NON_FLOAT_CONSTANT[name](xp, operand), out=out)
+                if name in xp._fallbacks:  # optional, not the backend's: derived, then copied
+                    return self.copy(xp._fallbacks[name](xp, operand), out=out)
                 return bk.unary(name, operand, out=out)
 
         elif name in _optable.BINARY_PRIMITIVES:
@@ -414,6 +416,8 @@ class InplaceNamespace(_SubNamespace):
                     return self.fill(constant, out=out)
                 a, b = xp._promote(name, x1, x2, like=out)
                 xp._check_out(name, out, a, b)
+                if name in xp._fallbacks:
+                    return self.copy(xp._fallbacks[name](xp, a, b), out=out)
                 return bk.binary(name, a, b, out=out)
 
         else:

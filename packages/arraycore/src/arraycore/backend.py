@@ -32,10 +32,23 @@ import numpy as np
 from ._optable import (
     BINARY_PRIMITIVES,
     ELEMENTWISE,
+    OPTIONAL_PRIMITIVES,
+    REQUIRED_BINARY,
+    REQUIRED_UNARY,
     UNARY_PRIMITIVES,
     Elementwise,
     kernel_expression,
 )
+
+PROTOCOL_VERSION: tuple[int, int] = (1, 1)
+"""The version of this backend protocol, ``(major, minor)``. A minor version only adds: optional
+primitives (with a derived default in arraycore), optional methods (with a default in
+:class:`Backend`), helpers. A major version may change or require something, and arraycore
+refuses a backend declaring a major version it does not know. See ``docs/backends.md``,
+"Protocol versions", for the rules and the changelog."""
+
+FIRST_PROTOCOL_VERSION: tuple[int, int] = (1, 0)
+"""What a backend that declares no :attr:`Backend.protocol_version` implements."""
 
 Array = Any
 """A backend's array object (``numpy.ndarray``, ``cupy.ndarray``, or the backend's own class)."""
@@ -47,13 +60,23 @@ Key = tuple[int | slice | None, ...]
 them (``None``, negative or out-of-range bounds, negative steps): resolve them with
 ``slice.indices(size)``."""
 
-UNARY_OPS: frozenset[str] = UNARY_PRIMITIVES
-"""Element-wise unary ops a backend's :meth:`Backend.unary` must accept: the primitive unary
-entries of the op table (:data:`ELEMENTWISE`)."""
+UNARY_OPS: frozenset[str] = REQUIRED_UNARY
+"""Element-wise unary ops every backend's :meth:`Backend.unary` accepts: the required ones, those
+of protocol 1.0 (frozen: a later version never adds to them)."""
 
-BINARY_OPS: frozenset[str] = BINARY_PRIMITIVES
-"""Element-wise binary ops a backend's :meth:`Backend.binary` must accept (with broadcasting):
-the primitive binary entries of the op table."""
+BINARY_OPS: frozenset[str] = REQUIRED_BINARY
+"""Element-wise binary ops every backend's :meth:`Backend.binary` accepts (with broadcasting):
+the required ones, those of protocol 1.0 (frozen)."""
+
+OPTIONAL_UNARY_OPS: frozenset[str] = UNARY_PRIMITIVES - REQUIRED_UNARY
+"""Unary primitives added after protocol 1.0: a backend's ``unary`` receives one only if the
+backend lists it in :attr:`Backend.optional_primitives`; arraycore derives the others."""
+
+OPTIONAL_BINARY_OPS: frozenset[str] = BINARY_PRIMITIVES - REQUIRED_BINARY
+"""Binary primitives added after protocol 1.0 (see :data:`OPTIONAL_UNARY_OPS`)."""
+
+OPTIONAL_OPS: dict[str, tuple[int, int]] = dict(OPTIONAL_PRIMITIVES)
+"""Every optional element-wise primitive, with the protocol version that added it."""
 
 REDUCE_OPS: frozenset[str] = frozenset({"sum", "prod", "max", "min", "any", "all"})
 ARG_REDUCE_OPS: frozenset[str] = frozenset({"argmax", "argmin"})
@@ -127,6 +150,14 @@ class Backend(ABC):
     #: the functions the rules govern, receive only inputs without integer or bool arrays;
     #: arraycore's derived function handles the rest (see ``arraycore._dtype_rules.guard``).
     conforming_overrides: ClassVar[frozenset[str]] = frozenset()
+    #: The version of the backend protocol this backend implements, ``(major, minor)``
+    #: (:data:`PROTOCOL_VERSION`). Not declared: ``(1, 0)``, the first one. arraycore refuses a
+    #: backend of a major version it does not know; a newer minor is accepted.
+    protocol_version: ClassVar[tuple[int, int]] = FIRST_PROTOCOL_VERSION
+    #: The optional primitives (:data:`OPTIONAL_OPS`) that this backend's ``unary``/``binary``
+    #: compute. arraycore sends those to the backend and derives the rest from the required
+    #: primitives; the default declares none. ``frozenset(OPTIONAL_OPS)`` declares them all.
+    optional_primitives: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, device: str | int | None = None) -> None:
         devices = self.devices()
@@ -199,7 +230,8 @@ class Backend(ABC):
     # -- required primitives: element-wise ----------------------------------------------------
     @abstractmethod
     def unary(self, op: str, x: Array, out: Array | None = None) -> Array:
-        """Element-wise ``op`` (one of :data:`UNARY_OPS`), NumPy semantics; writes ``out`` if given.
+        """Element-wise ``op`` (one of :data:`UNARY_OPS`, or of :data:`OPTIONAL_UNARY_OPS` that the
+        backend declares in :attr:`optional_primitives`), NumPy semantics; writes ``out`` if given.
 
         ``op`` means the NumPy function its op-table entry names (``ELEMENTWISE``, ``reference``)
         and receives only the dtypes its entry's kernel expressions cover: the floating-point
@@ -210,7 +242,8 @@ class Backend(ABC):
 
     @abstractmethod
     def binary(self, op: str, x1: Array, x2: Array, out: Array | None = None) -> Array:
-        """Element-wise ``op`` of :data:`BINARY_OPS` with broadcasting; writes ``out`` if given.
+        """Element-wise ``op`` of :data:`BINARY_OPS` (or a declared one of
+        :data:`OPTIONAL_BINARY_OPS`) with broadcasting; writes ``out`` if given.
 
         ``x1`` and ``x2`` have the same dtype, one the op's entry in ``ELEMENTWISE`` has a kernel
         expression for. Comparisons return ``bool``; logical ops receive bool arrays only. ``divide`` of
@@ -318,7 +351,7 @@ class Backend(ABC):
         """Wait until the device has finished the work queued so far (a no-op, the default,
         where every call returns only once its result is computed, as on the host)."""
 
-    # -- capture and replay (optional, protocol 2026.12) ----------------------------------------
+    # -- capture and replay (optional, protocol 1.1) ----------------------------------------
     def capture_support(self) -> str | None:
         """``None`` where :meth:`capture` can capture work on this device, else why not in one
         line (the default: this backend does not capture)."""
@@ -338,6 +371,55 @@ class Backend(ABC):
         raise CaptureUnsupported(
             self.capture_support() or f"the {self.name} backend cannot capture"
         )
+
+
+def protocol_problems(cls: type[Backend]) -> list[str]:
+    """What keeps backend class ``cls`` from running on this arraycore, one sentence each
+    (empty: nothing): a protocol version it cannot declare or that arraycore does not know, a
+    required primitive it lacks, an optional primitive it declares that does not exist."""
+    version = getattr(cls, "protocol_version", FIRST_PROTOCOL_VERSION)
+    ours = ".".join(map(str, PROTOCOL_VERSION))
+    if not (
+        isinstance(version, tuple)
+        and len(version) == 2
+        and all(type(part) is int and part >= 0 for part in version)
+    ):
+        return [
+            f"its protocol_version is {version!r}; it must be a (major, minor) tuple of ints, "
+            f"such as {PROTOCOL_VERSION!r} (this arraycore's)"
+        ]
+    problems = []
+    if version[0] != PROTOCOL_VERSION[0]:
+        problems.append(
+            f"it implements backend protocol {version[0]}.{version[1]}, and this arraycore "
+            f"implements protocol {ours}, which runs backends of protocol "
+            f"{PROTOCOL_VERSION[0]}.x only: "
+            + (
+                "install a newer arraycore (pip install -U arraycore)"
+                if version[0] > PROTOCOL_VERSION[0]
+                else "install a release of the backend for this protocol"
+            )
+        )
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        problems.append(
+            f"it does not implement the required primitive{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} (protocol {ours}: docs/backends.md, 'The required primitives')"
+        )
+    declared: Any = getattr(cls, "optional_primitives", frozenset())
+    if isinstance(declared, str) or not all(isinstance(n, str) for n in declared):
+        problems.append(
+            f"its optional_primitives is {declared!r}; it must be a frozenset of names of "
+            f"arraycore.backend.OPTIONAL_OPS"
+        )
+    elif tuple(version) <= PROTOCOL_VERSION:  # a newer minor may name primitives we lack
+        unknown = sorted(set(declared) - set(OPTIONAL_OPS) - UNARY_OPS - BINARY_OPS)
+        if unknown:
+            problems.append(
+                f"it declares optional primitives that protocol {ours} does not have: "
+                f"{', '.join(unknown)} (the optional ones: arraycore.backend.OPTIONAL_OPS)"
+            )
+    return problems
 
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
@@ -401,6 +483,11 @@ from .nn_shapes import (  # noqa: E402
 __all__ = [
     "ARG_REDUCE_OPS",
     "BINARY_OPS",
+    "FIRST_PROTOCOL_VERSION",
+    "OPTIONAL_BINARY_OPS",
+    "OPTIONAL_OPS",
+    "OPTIONAL_UNARY_OPS",
+    "PROTOCOL_VERSION",
     "REDUCE_OPS",
     "UNARY_OPS",
     "Array",
@@ -425,4 +512,5 @@ __all__ = [
     "kernel_expression",
     "normalize_axes",
     "pool_window",
+    "protocol_problems",
 ]

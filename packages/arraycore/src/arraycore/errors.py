@@ -19,6 +19,11 @@ class BackendUnavailableError(BackendError):
     """An installed backend that cannot run here (library or device missing)."""
 
 
+class BackendProtocolError(BackendError):
+    """An installed backend this arraycore cannot run: it declares a major version of the
+    backend protocol that arraycore does not know, or lacks a required primitive."""
+
+
 class BackendMismatchError(BackendError, ValueError):
     """Arrays of two backends or two devices met in one call."""
 

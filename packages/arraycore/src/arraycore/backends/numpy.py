@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 
 from .._interop import require_dlpack
-from ..backend import ELEMENTWISE, Array, Backend, Device, Key, Shape
+from ..backend import (
+    ELEMENTWISE,
+    OPTIONAL_OPS,
+    PROTOCOL_VERSION,
+    Array,
+    Backend,
+    Device,
+    Key,
+    Shape,
+)
 from . import _malloc, _numba, _onednn
 
 #: The NumPy function of every primitive of the op table (``"pow"``: ``numpy.power``).
@@ -296,6 +305,8 @@ class NumpyBackend(Backend):
 
     name = "numpy"
     install_hint = "pip install arraycore"
+    protocol_version = PROTOCOL_VERSION
+    optional_primitives = frozenset(OPTIONAL_OPS)
     conforming_overrides = frozenset(
         {*_SAME_AS_NUMPY, *(op.name for op in ELEMENTWISE), *(f"inplace.{n}" for n in _UFUNCS)}
         - _UNBOUND

@@ -28,7 +28,7 @@ import pytest
 
 from arraycore import ArrayBase
 from arraycore import _dtype_rules as rules
-from arraycore.backend import BINARY_OPS, UNARY_OPS
+from arraycore.backend import BINARY_OPS, OPTIONAL_OPS, UNARY_OPS
 from arraycore.testing import assert_close, to_host
 from arraycore.testing import strategies as acst
 
@@ -172,7 +172,7 @@ def test_every_function_of_the_rule_table_is_called() -> None:
     assert set(CALLS) == set(rules.RULES)
 
 
-@pytest.mark.parametrize("name", sorted(UNARY_OPS | BINARY_OPS))
+@pytest.mark.parametrize("name", sorted(UNARY_OPS | BINARY_OPS | set(OPTIONAL_OPS)))
 def test_inplace_result_dtype(xp: Any, name: str) -> None:
     """``xp.inplace.<name>`` into an ``out`` of the rule's dtype gives ``<name>``'s values; a
     dtype the rule rejects is the same ``TypeError``."""

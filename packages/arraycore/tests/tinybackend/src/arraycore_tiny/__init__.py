@@ -47,9 +47,16 @@ _OPS = {op.name: getattr(np, op.reference) for op in ELEMENTWISE if op.primitive
 
 
 class TinyBackend(Backend):
-    """Only the required primitives; arraycore derives the rest."""
+    """Only the required primitives; arraycore derives the rest.
+
+    It declares the current protocol but none of its optional primitives, so the conformance
+    kit on it checks arraycore's derived defaults of them (``arraycore._optional``), on a device
+    with float64 and on one without. (Its ``unary`` and ``binary`` could compute them: arraycore
+    never asks.)
+    """
 
     name = "tiny"
+    protocol_version = (1, 1)
     install_hint = "pip install packages/arraycore/tests/tinybackend"
 
     @classmethod
