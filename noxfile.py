@@ -146,6 +146,8 @@ nox.options.sessions = [
     "tests",
     "conformance(numpy)",
     "conformance(tiny)",
+    "conformance(frozen)",
+    "tests_on_frozen",
     "conformance_no_float64",
     "conformance(opencl)",
     "tests_on(opencl)",
@@ -241,6 +243,31 @@ def run_nnlayers_suite(session: nox.Session, backend: str, install: list[str]) -
     session.run(
         "pytest", f"{nn.relpath}/tests", *session.posargs, env={"ARRAYCORE_BACKEND": backend}
     )
+
+
+#: The part of the nnlayers suite CI runs on the frozen backend of protocol 1.0
+#: (packages/arraycore/tests/frozenbackend, never edited): every op forward and backward with
+#: its gradient checks, the classifier, regressor, VAE and GAN models trained end to end, and the
+#: convolution, pooling, batch-norm and LSTM layers: about 40 s on CI's 2 cores. The whole suite
+#: runs with ``nox -s tests_on_frozen -- packages/nnlayers/tests``.
+FROZEN_SUITE = (
+    "ops", "models/test_classifier.py", "models/test_regressor.py", "models/test_vae.py",
+    "models/test_gan.py", "layers/test_conv2d.py", "layers/test_pool2d.py",
+    "layers/test_batch_norm.py", "layers/test_lstm.py",
+)  # fmt: skip
+
+
+@nox.session
+def tests_on_frozen(session: nox.Session) -> None:
+    """nnlayers' tests on the backend written for protocol 1.0 and never updated (``frozen``):
+    a change to arraycore that breaks a backend of an older protocol version fails here.
+    ``FROZEN_SUITE`` by default; paths after ``--`` instead."""
+    nn = PACKAGES["nnlayers"]
+    session.install(
+        *CORE.requirement("test"), *nn.requirement("test"), *backend_requirement("frozen")
+    )
+    paths = session.posargs or [f"{nn.relpath}/tests/{part}" for part in FROZEN_SUITE]
+    session.run("pytest", *paths, env={"ARRAYCORE_BACKEND": "frozen"})
 
 
 #: PyTorch for the oracle and the benchmark: installed with plain pip, which takes the CPU build
