@@ -174,7 +174,7 @@ def test_integers_permutation_and_choice(xp: Any) -> None:
     assert tuple(g.integers(10).shape) == ()
     with pytest.raises(TypeError):
         g.integers(0, 5, dtype=xp.float32)
-    rows = xp.asarray(np.arange(12.0).reshape(6, 2))
+    rows = xp.asarray(np.arange(12, dtype=np.float32).reshape(6, 2))
     shuffled = to_host(g.permutation(rows))
     assert sorted(shuffled[:, 0].tolist()) == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
     np.testing.assert_array_equal(shuffled[:, 1], shuffled[:, 0] + 1)  # rows kept whole
