@@ -68,7 +68,9 @@ def _run(cache: Path, tune: str | None) -> dict[str, Any]:
         capture_output=True,
         text=True,
         env=env,
-        timeout=600,
+        # CLBlast compiles every candidate kernel on PoCL: about 5-10 minutes with a cold
+        # kernel cache on a 2-core machine, more when the machine is busy
+        timeout=1500,
         check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
