@@ -33,3 +33,19 @@ def xp():
 def tol():
     """Strict float64 tolerances on NumPy, looser float32 ones elsewhere."""
     return tolerances()
+
+
+@pytest.fixture
+def other_xp(xp):
+    """A usable backend other than the suite's (the tiny test backend, NumPy or OpenCL), for
+    tests that move parameters between backends; skips, with the reason, without one."""
+    for name in ("tiny", "numpy", "opencl"):
+        if name not in arraycore._registry.entry_points():
+            continue
+        try:
+            candidate = arraycore.namespace(name)
+        except arraycore.BackendError:
+            continue
+        if candidate is not xp:
+            return candidate
+    pytest.skip(f"needs a second usable backend beside {xp.name}")

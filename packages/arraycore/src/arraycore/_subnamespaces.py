@@ -589,12 +589,9 @@ class Generator:
         lo, hi = self._param(low, dt, op), self._param(high, dt, op)
         out_shape = self._shape_of(self._size(size, shape, op), op, lo, hi)
         u = self._xp._backend.rng_uniform(self._state, out_shape, dt)
-        if isinstance(lo, float) and isinstance(hi, float):
-            if lo == 0.0 and hi == 1.0:
-                return u
-            return self._xp.add(self._xp.multiply(u, hi - lo), lo)
-        width = self._xp.subtract(hi, lo)
-        return self._xp.add(self._xp.multiply(u, width), lo)
+        floats = isinstance(lo, float) and isinstance(hi, float)
+        width = hi - lo if floats else self._xp.subtract(hi, lo)
+        return self._scaled(u, width, lo, (1.0, 0.0))
 
     def normal(
         self,

@@ -187,23 +187,7 @@ def test_batch_norm_rejects_mixed_dtypes_when_built() -> None:
     assert "batch_norm" in message and "gamma float64" in message and "x float32" in message
 
 
-def other_backend(xp):
-    """A usable backend other than ``xp`` (the tiny test backend, NumPy or OpenCL), or skip."""
-    import arraycore
-
-    for name in ("tiny", "numpy", "opencl"):
-        if name not in arraycore._registry.entry_points():
-            continue
-        try:
-            candidate = arraycore.namespace(name)
-        except arraycore.BackendError:
-            continue
-        if candidate is not xp:
-            return candidate
-    pytest.skip(f"needs a second usable backend beside {xp.name}")
-
-
-def test_compiled_models_check_a_moved_parameter_as_new_graphs_do(xp) -> None:
+def test_compiled_models_check_a_moved_parameter_as_new_graphs_do(xp, other_xp) -> None:
     """``move_to`` on a parameter of a compiled model: predict, evaluate and train_step raise
     the documented BackendMismatchError naming the parameter, before anything changes (not the
     old backend's raw TypeError from inside a kernel); moved back, the model runs again."""
@@ -212,7 +196,7 @@ def test_compiled_models_check_a_moved_parameter_as_new_graphs_do(xp) -> None:
     from nnlayers.models import Classifier
     from nnlayers.optim import Adam
 
-    other = other_backend(xp)
+    other = other_xp
     model = Classifier(Sequential([Affine(4, activation="relu"), Affine(3)], seed=0), (2,))
     model.optimizer = Adam(1e-2)
     x = np.random.default_rng(0).normal(size=(6, 2)).astype(np.float32)
@@ -237,25 +221,13 @@ def test_compiled_models_check_a_moved_parameter_as_new_graphs_do(xp) -> None:
     np.testing.assert_allclose(model.predict(x), want, rtol=1e-6)
 
 
-def test_a_parameter_used_by_graphs_of_two_backends_is_an_error(xp) -> None:
+def test_a_parameter_used_by_graphs_of_two_backends_is_an_error(xp, other_xp) -> None:
     import arraycore
 
-    usable = []
-    for name in ("numpy", "tiny", "opencl"):
-        if name not in arraycore._registry.entry_points():
-            continue
-        try:
-            candidate = arraycore.namespace(name)
-        except arraycore.BackendError:
-            continue
-        if candidate is not xp:
-            usable.append(candidate)
-    if not usable:
-        pytest.skip(f"needs a second usable backend beside {xp.name}")
     w = Parameter(np.ones((2, 2)), name="w")
     first = nnlayers.compile(ex.sum(w * 2.0))
     first.forward()
-    other = usable[0]
+    other = other_xp
     with arraycore.use(other.name), pytest.raises(arraycore.BackendMismatchError) as info:
         nnlayers.compile(ex.sum(w * 3.0))
     assert "Parameter 'w'" in str(info.value) and "move_to" in str(info.value)
