@@ -15,6 +15,10 @@ this module uses its documented run-time hook, ``OverrideParameters``, the way
 * unset: the choices already on file for the device are used; shapes without one use the most
   chosen candidate on file, or CLBlast's database when there is no file.
 * ``ARRAYCORE_OPENCL_TUNE=0``: CLBlast's database only.
+* ``ARRAYCORE_OPENCL_TUNE_CANDIDATES=direct,cpu64,...``: time only these candidates (names of
+  :data:`CANDIDATES` and :data:`GPU_DATABASE`; unset: all the device is offered). Tuning on a
+  slow-compiling device (PoCL builds every candidate's kernels once) is that much shorter; the
+  choices already on file are used whatever their candidate.
 
 The database's own choice cannot be among the candidates (CLBlast has no call to read it, nor to
 undo an override), so on a device CLBlast was tuned for (most GPUs) leave the variable unset.
@@ -43,6 +47,7 @@ from typing import Any
 
 ENV_TUNE = "ARRAYCORE_OPENCL_TUNE"
 ENV_CACHE = "ARRAYCORE_CACHE_DIR"
+ENV_CANDIDATES = "ARRAYCORE_OPENCL_TUNE_CANDIDATES"
 
 #: CLBlast routes ``m * n * k < size**3`` to its direct kernel: 4096 sends every product there,
 #: 1 none.
@@ -119,6 +124,8 @@ class GemmTuner:
         if int(device.type) & _gpu_type():
             offered.update(GPU_DATABASE)
         self.candidates = {n: c for n, c in offered.items() if _work_group(c[1]) <= limit}
+        #: the candidates timed for a new shape (``ARRAYCORE_OPENCL_TUNE_CANDIDATES``)
+        self.timed = _timed_names(offered) if self.tune else None
         self.path = cache_path(self.name)
         #: where the choices came from: this machine's file, the package's, or none
         self.source = "none"
@@ -214,8 +221,8 @@ class GemmTuner:
 
     def _measure(self, key: str, precision: int, call: Any, sync: Any) -> str | None:
         times: dict[str, float] = {}
-        for name in list(self.candidates):
-            if not self._apply(name, precision):
+        for name in list(self.candidates) if self.timed is None else self.timed:
+            if name not in self.candidates or not self._apply(name, precision):
                 continue
             try:
                 call()  # builds the kernels (PoCL: seconds, once per candidate per device)
@@ -257,6 +264,21 @@ def describe() -> str:
 
 def _shipped() -> list[Path]:
     return sorted(SHIPPED.glob("*.json")) if SHIPPED.is_dir() else []
+
+
+def _timed_names(offered: dict[str, Any]) -> list[str] | None:
+    """The names ``ARRAYCORE_OPENCL_TUNE_CANDIDATES`` lists, checked (None: unset, time all)."""
+    names = [n.strip() for n in os.environ.get(ENV_CANDIDATES, "").split(",") if n.strip()]
+    if not names:
+        return None
+    unknown = [n for n in names if n not in CANDIDATES and n not in GPU_DATABASE]
+    if unknown:
+        raise ValueError(
+            f"{ENV_CANDIDATES}: no GEMM candidate named {', '.join(map(repr, unknown))}; "
+            f"the candidates are {', '.join(CANDIDATES)} (and on GPUs {', '.join(GPU_DATABASE)})"
+        )
+    # a GPU set named on a CPU device is simply not offered there
+    return [n for n in names if n in offered]
 
 
 def _gpu_type() -> int:
