@@ -6,7 +6,8 @@ position vector is added, and ``--layers`` pre-norm ``TransformerEncoderLayer`` 
 causal self-attention (position ``t`` sees positions ``<= t`` only) predict each next character.
 The loss is reported in bits per character beside the text's unigram entropy (what a model
 that knows only character frequencies would reach). Afterwards the model writes a continuation
-of a prompt one character at a time, each step reading the last ``--length`` characters.
+of a prompt one character at a time with ``nnlayers.generate``, each step reading the last
+``--length`` characters.
 
     python char_transformer.py --epochs 20
 """
@@ -20,7 +21,6 @@ from typing import Any
 import numpy as np
 
 import nnlayers
-import nnlayers.expr as ex
 from nnlayers.expr.node import Expr
 from nnlayers.expr.spec import Spec
 from nnlayers.layers import (
@@ -127,29 +127,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             args.dropout,
             seed=args.seed,
         )
-        _, history, bits = fit_char_model(net, inputs, targets, args, 32, 1e-3)
+        model, history, bits = fit_char_model(net, inputs, targets, args, 32, 1e-3)
         print(
             f"after {args.epochs} epochs on {xp.name}: {bits:.3f} bits per character (unigram "
             f"entropy {entropy:.2f}, uniform {math.log2(len(vocabulary)):.2f}), next-character "
             f"accuracy {history.last['accuracy']:.1%}"
         )
 
-        # Generation: the trained network on one window of ``length`` characters in the eval
-        # phase. Causal attention means that what follows position t cannot change its
-        # prediction, so a shorter text is placed at the start of the window (the rest filled
-        # with any character) and the prediction is read at its last position.
-        window = ex.placeholder((1, args.length), "int64", name="window")
-        step = nnlayers.compile(ex.softmax(net(window), axis=-1), wrt=[], training=False)
-        rng = np.random.default_rng(args.seed)
-        out = [index[ch] for ch in args.prompt if ch in index] or [0]
-        prompt = "".join(vocabulary[c] for c in out)
-        for _ in range(args.generate):
-            context = out[-args.length :]
-            ids = np.zeros((1, args.length), dtype=np.int64)
-            ids[0, : len(context)] = context
-            probabilities = np.asarray(xp.to_numpy(step.forward({window: ids})), np.float64)
-            p_next = probabilities[0, len(context) - 1]
-            out.append(int(rng.choice(len(vocabulary), p=p_next / p_next.sum())))
+        # Generation: nnlayers.generate reads the model's window of ``length`` characters.
+        # Causal attention means that what follows position t cannot change its prediction
+        # (generate checks that once), so a shorter text is placed at the start of the window
+        # and the next character drawn from the prediction at its last position.
+        prompt_ids = [index[ch] for ch in args.prompt if ch in index] or [0]
+        prompt = "".join(vocabulary[c] for c in prompt_ids)
+        out = nnlayers.generate(model, prompt_ids, args.generate, seed=args.seed)
         sample = "".join(vocabulary[c] for c in out)
         print("generated:\n" + sample)
     return {

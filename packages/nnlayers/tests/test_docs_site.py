@@ -90,6 +90,11 @@ def test_the_custom_loop_snippet(capsys) -> None:
     assert out.splitlines() == ["True", "(3,)"]
 
 
+def test_the_any_length_and_generation_snippet(capsys) -> None:
+    out = _run_section("### Sequences of any length, and generating text", capsys)
+    assert out.splitlines() == ["(2, 5)", "the cat sat on the mat."]
+
+
 def test_the_writing_a_layer_snippet_prints_what_the_page_says(capsys) -> None:
     out = _run_section("### Writing a layer", capsys)
     printed = _section("### Writing a layer").split("prints\n\n```\n", 1)[1].split("```", 1)[0]

@@ -69,7 +69,7 @@ from .layers import (
     Pool2D,
     Sequential,
 )
-from .models import GAN, VAE, Classifier, Model, Regressor
+from .models import GAN, VAE, Classifier, Model, Regressor, generate
 from .parameter import Parameter
 from .profiler import Profile, profile
 from .summary import summary
@@ -87,7 +87,8 @@ __all__ = [
     "layers", "seed",
     # data, models and training
     "GAN", "VAE", "Classifier", "Feed", "History", "Model", "Regressor", "StreamFeed",
-    "checkpoint", "distributed", "fit", "models", "optim", "plotting", "summary", "train",
+    "checkpoint", "distributed", "fit", "generate", "models", "optim", "plotting", "summary",
+    "train",
     # looking inside a step
     "Profile", "profile",
 ]  # fmt: skip

@@ -323,6 +323,22 @@ def _sequence_cases():
             lambda x: x[:, ::-1],
             torch=lambda T, x: T.flip(x, (1,)),
         ),
+        # the table longer than the sequence (rows below T get a zero gradient) and as long
+        OpCase(
+            "add_positions",
+            ex.add_positions,
+            [(2, 3, 4), (5, 4)],
+            lambda x, table: x + table[:3],
+            torch=lambda T, x, table: x + table[:3],
+        ),
+        OpCase(
+            "add_positions",
+            ex.add_positions,
+            [(2, 3, 4), (3, 4)],
+            lambda x, table: x + table,
+            label="whole table",
+            torch=lambda T, x, table: x + table,
+        ),
     ]
 
 

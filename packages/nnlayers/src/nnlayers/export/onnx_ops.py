@@ -373,6 +373,14 @@ def reverse_sequence(b: Builder, node: Expr, xs: list[str]) -> str:
     return b.node("ReverseSequence", [xs[0], lengths], batch_axis=0, time_axis=1)
 
 
+@converter("add_positions")
+def add_positions(b: Builder, node: Expr, xs: list[str]) -> str:
+    """``x + table[:T]`` with ``T`` read from ``x``'s shape (Shape, Slice): any length runs."""
+    steps = b.node("Shape", [xs[0]], start=1, end=2)
+    rows = b.node("Slice", [xs[1], b.ints([0]), steps, b.ints([0])])
+    return b.node("Add", [xs[0], rows])
+
+
 # -- neural-network ops -----------------------------------------------------------------------------
 def _pads(pads: Any) -> list[int]:
     """nnlayers' ``((top, bottom), (left, right))`` as ONNX's ``[top, left, bottom, right]``."""

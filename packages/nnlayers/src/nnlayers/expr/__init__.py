@@ -77,7 +77,7 @@ from ..ops.nn.dropout import drop_connect, dropout
 from ..ops.nn.normalization import batch_norm, layer_norm
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
 from ..ops.nn.recurrent import gru_sequence, lstm
-from ..ops.nn.sequence import reverse_sequence, sequence_mask
+from ..ops.nn.sequence import add_positions, reverse_sequence, sequence_mask
 from ..ops.nn.softmax import log_softmax, softmax
 from .node import Constant, Expr, Placeholder, as_expr, constant, placeholder
 from .spec import Spec
@@ -85,7 +85,7 @@ from .spec import Spec
 pow = power  # noqa: A001 - the Array API name
 
 __all__ = [
-    "Constant", "Expr", "Placeholder", "Spec", "abs", "add", "argmax", "argmin", "as_expr", "astype", "avg_pool2d",
+    "Constant", "Expr", "Placeholder", "Spec", "abs", "add", "add_positions", "argmax", "argmin", "as_expr", "astype", "avg_pool2d",
     "batch_norm", "binary_cross_entropy_with_logits", "broadcast_to", "clip", "concat",
     "constant", "conv2d", "conv2d_transpose", "cos", "divide", "drop_connect", "dropout", "elu", "equal", "exp",
     "expand_dims", "flatten", "gelu", "getitem", "greater", "greater_equal", "gru_sequence", "hinge",

@@ -101,7 +101,7 @@ def fuse(analysis: Analysis, ops: list[Any], specs: list[Spec]) -> Analysis:
     kept = set(a.outputs) | set(a.wrt)
     for i, op in enumerate(ops):
         if type(op) is LSTMPart and op.part == "hidden":
-            (j,) = a.inputs[i]
+            j = a.inputs[i][0]  # (a second input, the LSTM's x, gives an unknown length)
             if type(ops[j]) is LSTMLayer and readers[j] == 1 and j not in kept:
                 ops[j] = LSTMSequence.copy_of(ops[j])
                 ops[i] = Alias("lstm_part", "lstm")

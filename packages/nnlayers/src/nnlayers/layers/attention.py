@@ -166,14 +166,9 @@ class MultiHeadAttention(Layer):
 
     def _heads(self, x: Expr) -> Expr:
         """(N, T, units) -> (N, heads, T, units / heads)."""
-        t = x.shape[1]
-        if t is None:
-            raise ValueError(
-                f"MultiHeadAttention {self.name!r}: needs the sequence length to be known, got "
-                f"shape {format_shape(x.shape)}"
-            )
-        shape = (-1, t, self.num_heads, self.width // self.num_heads)
-        return permute_dims(reshape(x, shape), (0, 2, 1, 3))
+        # the batch and the sequence length stay as they are, known or not
+        heads = reshape(x, (self.num_heads, self.width // self.num_heads), lead=2)
+        return permute_dims(heads, (0, 2, 1, 3))
 
     def _mask(self, q: Expr, key_padding_mask: Any, attn_mask: Any) -> Expr | None:
         """The masks as one float mask added to the scores (None without masks)."""
@@ -227,8 +222,7 @@ class MultiHeadAttention(Layer):
         q, k, v = self._heads(qz), self._heads(kz), self._heads(vz)
         mask = self._mask(query, key_padding_mask, attn_mask)
         ctx = scaled_dot_product_attention(q, k, v, mask, causal=causal, dropout=self.dropout)
-        t = query.shape[1]
-        merged = reshape(permute_dims(ctx, (0, 2, 1, 3)), (-1, t, self.width))
+        merged = reshape(permute_dims(ctx, (0, 2, 1, 3)), (self.width,), lead=2)
         y = merged @ self._params["out_weight"]
         if "out_bias" in self._params:
             y = y + self._params["out_bias"]

@@ -3,8 +3,9 @@
 
 Attention by itself does not see the order of its inputs; both layers add a vector per
 position ``t`` to ``x[:, t]``, so ``h = layer(embedding(ids))`` is the usual input of a
-transformer. The sequence length must be known when the graph is built (a placeholder
-``(None, T)`` of ids), and at most ``max_length``.
+transformer. The sequence length may be known when the graph is built (a placeholder
+``(None, T)`` of ids) or not (``(None, None)``: each plan reads it from its batch), and is at
+most ``max_length``.
 """
 
 from __future__ import annotations
@@ -16,14 +17,19 @@ import numpy as np
 from ..expr.node import Expr, constant
 from ..expr.spec import Spec
 from ..ops.array.indexing import getitem
+from ..ops.nn.sequence import add_positions
 from .base import Layer, float_dtype, known, require_ndim
 
+#: The rows of the sinusoidal table for inputs of unknown length without ``max_length``.
+UNKNOWN_LENGTH_ROWS = 4096
 
-def _length(layer: Layer, x: Expr, max_length: int | None) -> int:
-    """The sequence length of ``x (N, T, d)``, which must be known and fit ``max_length``."""
+
+def _length(layer: Layer, x: Expr, max_length: int | None) -> int | None:
+    """The sequence length of ``x (N, T, d)`` (``None``: known only in each plan), which must
+    fit ``max_length``."""
     require_ndim(layer, x.spec, (3,), "(N, T, d)")
-    (t,) = known(layer, x.spec, (1,), "sequence length (axis 1)")
-    if max_length is not None and t > max_length:
+    t = x.shape[1]
+    if t is not None and max_length is not None and t > max_length:
         raise ValueError(
             f"{type(layer).__name__} {layer.name!r}: sequences of {t} positions are longer "
             f"than max_length={max_length}"
@@ -63,6 +69,8 @@ class PositionalEmbedding(Layer):
 
     def forward(self, x: Expr) -> Expr:
         t = _length(self, x, self.max_length)
+        if t is None:  # the first T rows, T read from each batch
+            return add_positions(x, self._params["weight"])
         return x + getitem(self._params["weight"], slice(0, t))
 
     def config(self) -> dict[str, Any]:
@@ -82,11 +90,11 @@ def sinusoidal_table(length: int, width: int, base: float = 10000.0) -> np.ndarr
 
 class SinusoidalPositionalEncoding(Layer):
     """The fixed encoding of "Attention Is All You Need": ``x + table[:T]`` with
-    :func:`sinusoidal_table` (no parameters). The table is made for the input's length, which
-    must be known when the layer is applied (a placeholder ``(None, T, d)``): any ``T``, up to
-    ``max_length`` if given; an input whose time axis is unknown (``(None, None, d)``) is
-    refused with that message, and applying the layer again to another length makes another
-    table.
+    :func:`sinusoidal_table` (no parameters). The table is made for the input's length where it
+    is known when the layer is applied (a placeholder ``(None, T, d)``): any ``T``, up to
+    ``max_length`` if given. For an input whose time axis is unknown (``(None, None, d)``) the
+    table has ``max_length`` rows (4096 without it) and each batch adds its first ``T``; a
+    longer batch is refused with a message naming ``max_length``.
 
     >>> import nnlayers.expr as ex
     >>> from nnlayers.layers import SinusoidalPositionalEncoding
@@ -113,6 +121,10 @@ class SinusoidalPositionalEncoding(Layer):
     def forward(self, x: Expr) -> Expr:
         t = _length(self, x, self.max_length)
         (d,) = known(self, x.spec, (2,), "last axis (d)")
+        if t is None:
+            rows = self.max_length or UNKNOWN_LENGTH_ROWS
+            whole = constant(sinusoidal_table(rows, d, self.base), dtype=float_dtype(x.spec))
+            return add_positions(x, whole)
         table = sinusoidal_table(t, d, self.base)
         return x + constant(table, dtype=float_dtype(x.spec))
 

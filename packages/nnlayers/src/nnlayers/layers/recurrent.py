@@ -66,7 +66,6 @@ class Recurrent(Layer):
     def build(self, spec: Spec) -> None:
         require_ndim(self, spec, (3,), "(N, T, features)")
         (features,) = known(self, spec, (2,), "feature axis")
-        known(self, spec, (1,), "time axis (sequence length)")
         dt = float_dtype(spec)
         width = self.gates * self.units
         decay = self.weight_decay
@@ -99,6 +98,8 @@ class Recurrent(Layer):
         state = self.initial(initial_state)
         weight, bias = self._params["weight"], self._params["bias"]
         ids = None if lengths is None else self._lengths(x, lengths)
+        if steps is None and ids is not None:
+            raise ValueError(self._unknown_length(x, "lengths= (a padded batch)"))
         mask = None if ids is None else sequence_mask(ids, int(steps))  # type: ignore[arg-type]
         held = mask is not None and self.return_state and self.holds_state_in_loop
         last: Expr | None = None
@@ -106,10 +107,12 @@ class Recurrent(Layer):
             sequence, state = self.layer(x, state)
         elif self.fused and not held and type(self).sequence is not Recurrent.sequence:
             sequence, state = self.sequence(x @ weight + bias, state)
+        elif steps is None:
+            raise ValueError(self._unknown_length(x, "the unrolled loop"))
         else:
             outputs = []
             projection = x @ weight + bias  # (N, T, gates * units): one GEMM for every step
-            for t in range(steps):  # type: ignore[arg-type]
+            for t in range(steps):
                 output, new = self.step(projection[:, t], state)
                 if mask is not None:  # past a sequence's end: the state stays, the output is 0
                     keep = mask[:, t : t + 1]
@@ -129,6 +132,20 @@ class Recurrent(Layer):
         result = sequence if self.return_sequences else last
         self.state = state
         return (result, state) if self.return_state else result
+
+    def _unknown_length(self, x: Expr, what: str) -> str:
+        """The error for an input whose time axis is unknown where ``what`` needs it."""
+        cls = type(self)
+        if what.startswith("lengths"):
+            hint = ""
+        elif cls.layer is not Recurrent.layer or cls.sequence is not Recurrent.sequence:
+            hint = " or leave fused=True (the fused layer takes any length)"
+        else:
+            hint = " or use LSTM or GRU (their fused ops take any length)"
+        return (
+            f"{cls.__name__} {self.name!r}: {what} needs the time axis of its input to be "
+            f"known, got shape {format_shape(x.shape)}; give the length in the input shape{hint}"
+        )
 
     #: Whether the state has parts the outputs do not show (an LSTM's cell), so that a padded
     #: batch must hold the state through the loop to return it.

@@ -13,8 +13,9 @@
 
 from .classifier import Classifier
 from .gan import GAN
+from .generation import generate
 from .model import Model, unique_names
 from .regressor import Regressor
 from .vae import VAE
 
-__all__ = ["GAN", "VAE", "Classifier", "Model", "Regressor", "unique_names"]
+__all__ = ["GAN", "VAE", "Classifier", "Model", "Regressor", "generate", "unique_names"]

@@ -19,7 +19,9 @@ class Classifier(Model):
 
     ``input_shape`` excludes the batch axis. ``target_shape`` is ``()`` for one label per
     example, or e.g. ``(T,)`` for a label per time step (a language model), in which case the
-    loss is the mean per position.
+    loss is the mean per position. A size may be ``None`` (unknown): ``input_shape=(None,)``,
+    ``target_shape=(None,)`` trains and predicts sequences of any length, each new length
+    compiled once (plans cached per shape).
 
     >>> import numpy as np
     >>> from nnlayers.layers import Affine, Sequential
@@ -36,7 +38,7 @@ class Classifier(Model):
         network: Callable[[Expr], Expr],
         input_shape: Sequence[int | None],
         *,
-        target_shape: Sequence[int] = (),
+        target_shape: Sequence[int | None] = (),
         input_dtype: Any = None,
         optimizer: Any = None,
         seed: int = 0,
@@ -58,10 +60,13 @@ class Classifier(Model):
                 f"{(*want, 'classes')} for targets of shape {tuple(target_shape)}"
             )
         self.classes = logits.shape[-1]
-        loss = ex.softmax_cross_entropy(logits, y)
-        positions = math.prod(target_shape)
-        if positions > 1:
-            loss = loss * (1.0 / positions)
+        if None in tuple(target_shape):  # a length known only per batch: mean per position
+            loss = ex.softmax_cross_entropy(logits, y, per_position=True)
+        else:
+            loss = ex.softmax_cross_entropy(logits, y)
+            positions = math.prod(int(d) for d in target_shape if d is not None)
+            if positions > 1:
+                loss = loss * (1.0 / positions)
         hits = ex.astype(ex.equal(ex.argmax(logits, axis=-1), y), logits.dtype)
         self.network = network
         self.logits = logits

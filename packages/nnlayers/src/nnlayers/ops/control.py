@@ -34,16 +34,16 @@ class Alias(Op):
     def __init__(self, replaced: str, by: str) -> None:
         self.name = f"{replaced}_in_{by}"  # type: ignore[misc]
 
-    def infer(self, x: Spec) -> Spec:
-        return x
+    def infer(self, x: Spec, *rest: Spec) -> Spec:
+        return x  # (``rest``: inputs the replaced op read for their shapes alone)
 
-    def forward(self, xp: ArrayNamespace, x: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, x: Any, *rest: Any) -> Any:
         return x
 
     def backward(
         self, xp: ArrayNamespace, dy: Any, inputs: Any, output: Any, residual: Any, needs: Any
-    ) -> tuple[Any]:
-        return (dy,)
+    ) -> tuple[Any, ...]:
+        return (dy, *(None,) * (len(needs) - 1))
 
 
 def stop_gradient(x: Any) -> Expr:

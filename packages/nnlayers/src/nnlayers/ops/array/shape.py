@@ -17,10 +17,22 @@ class Reshape(Op):
 
     name = "reshape"
 
-    def __init__(self, shape: tuple[int | None, ...]) -> None:
+    def __init__(self, shape: tuple[int | None, ...], lead: int = 0) -> None:
         self.shape = shape
+        #: leading axes of ``x`` kept as they are (known or not); ``shape`` is the rest's
+        self.lead = lead
 
     def infer(self, x: Spec) -> Spec:
+        if self.lead:
+            if x.ndim < self.lead:
+                raise ValueError(f"cannot keep {self.lead} axes of {format_shape(x.shape)}")
+            head, rest = (
+                x.shape[: self.lead],
+                Reshape(self.shape).infer(Spec(x.shape[self.lead :], x.dtype)),
+            )
+            self.in_shape = x.shape
+            self.out_shape = (*head, *rest.shape)
+            return Spec(self.out_shape, x.dtype)
         target = [None if d is None or d == -1 else int(d) for d in self.shape]
         free = [i for i, d in enumerate(target) if d is None]
         if len(free) > 1:
@@ -113,10 +125,14 @@ class BroadcastTo(Op):
         return (unbroadcast(xp, dy, self.in_shape, self.plan),)
 
 
-def reshape(x: Any, shape: Any) -> Expr:
-    """``x`` in a new shape; use ``-1`` (or ``None``) for the one size to infer, e.g. the batch."""
+def reshape(x: Any, shape: Any, *, lead: int = 0) -> Expr:
+    """``x`` in a new shape; use ``-1`` (or ``None``) for the one size to infer, e.g. the batch.
+
+    ``lead=k`` keeps the first ``k`` axes as they are, known or not, and ``shape`` is the new
+    shape of the rest: ``reshape(x, (heads, -1), lead=2)`` splits the last axis of
+    ``(N, T, d)`` whatever ``N`` and ``T`` are."""
     shape = (shape,) if isinstance(shape, int) or shape is None else tuple(shape)
-    return Reshape(shape)(x)
+    return Reshape(shape, int(lead))(x)
 
 
 def permute_dims(x: Any, axes: Any) -> Expr:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 import weakref
 from typing import Any
@@ -30,6 +31,11 @@ class SoftmaxCrossEntropy(Op):
     name = "softmax_cross_entropy"
     has_residual = True
 
+    def __init__(self, per_position: bool = False) -> None:
+        #: divide by every position's count (``N * T ...``), not the batch's: the mean per
+        #: position of a sequence whose length is known only in each plan
+        self.per_position = per_position
+
     def infer(self, logits: Spec, target: Spec) -> Spec:
         require_float(self.name, logits)
         if logits.ndim < 2:
@@ -48,7 +54,8 @@ class SoftmaxCrossEntropy(Op):
                 f"{format_shape(logits.shape)} (expected {format_shape(expected)})"
             )
         self.classes = logits.shape[-1]
-        self.scale: Any = None if logits.shape[0] is None else 1.0 / max(logits.shape[0], 1)
+        counted = logits.shape[:-1] if self.per_position else logits.shape[:1]
+        self.scale: Any = None if None in counted else 1.0 / max(math.prod(counted), 1)  # type: ignore[arg-type]
         if self.integer:
             return Spec((), logits.dtype)
         require_float(self.name, target)
@@ -168,14 +175,17 @@ def _warn_if_squashed(loss: str, logits: Any, squash: str) -> None:
     )
 
 
-def softmax_cross_entropy(logits: Any, target: Any) -> Expr:
+def softmax_cross_entropy(logits: Any, target: Any, *, per_position: bool = False) -> Expr:
     """Softmax cross-entropy averaged over the batch; ``target`` holds integer classes or
-    probability rows (one-hot). Warns if ``logits`` is already a softmax."""
+    probability rows (one-hot). Warns if ``logits`` is already a softmax. ``per_position``
+    averages over every position instead (``(N, T, classes)`` logits: divided by ``N * T``, as
+    PyTorch's ``cross_entropy`` does), known or not when the graph is built."""
     _warn_if_squashed("softmax_cross_entropy", logits, "softmax")
+    op = SoftmaxCrossEntropy(per_position)
     if not isinstance(target, Expr) and np.asarray(target).dtype.kind in "iub":
-        return SoftmaxCrossEntropy()(as_expr(logits), constant(np.asarray(target)))
+        return op(as_expr(logits), constant(np.asarray(target)))
     logits, target = as_exprs(logits, target)
-    return SoftmaxCrossEntropy()(logits, target)
+    return op(logits, target)
 
 
 def sigmoid_cross_entropy(logits: Any, target: Any) -> Expr:

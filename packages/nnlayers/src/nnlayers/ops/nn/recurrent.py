@@ -56,8 +56,8 @@ def _check_sequence(op: str, gates: int, xw: Spec, u: Spec, state: tuple[Spec, .
             f"{op}: xw's last axis must be {gates}*H = {gates * hidden}, got "
             f"{format_shape(xw.shape)}"
         )
-    if xw.shape[1] is None or xw.shape[1] < 1:
-        raise ValueError(f"{op}: the time axis must be known and non-empty, got {xw.shape[1]}")
+    if xw.shape[1] is not None and xw.shape[1] < 1:
+        raise ValueError(f"{op}: the time axis must be non-empty, got {xw.shape[1]}")
     for s in state:
         if (
             s.ndim != 2
@@ -155,8 +155,9 @@ class LSTMLayer(Op):
             )
         if b.shape[0] is not None and b.shape[0] != 4 * hidden:
             raise ValueError(f"{self.name}: b must be ({4 * hidden},), got {format_shape(b.shape)}")
-        n, steps = x.shape[0], int(x.shape[1])  # type: ignore[arg-type]  # checked known above
-        return Spec((None if n is None else n * (steps + 1), hidden), x.dtype)
+        n, steps = x.shape[0], x.shape[1]
+        rows = None if n is None or steps is None else n * (steps + 1)
+        return Spec((rows, hidden), x.dtype)
 
     def forward(self, xp: ArrayNamespace, x: Any, w: Any, u: Any, b: Any, *state: Any) -> Any:
         h0, c0 = state if state else (None, None)
@@ -206,33 +207,48 @@ class LSTMPart(Op):
     """One part of :class:`LSTMLayer`'s packed output, as a view: ``"hidden"``, every step's
     hidden state ``(N, T, H)``, or ``"cell"``, the last cell state ``(N, H)``. The gradient is
     ``dy`` joined with zeros for the other part, or added into the part of a gradient the plan
-    already holds (:meth:`accumulate_grad`: both parts read, one array)."""
+    already holds (:meth:`accumulate_grad`: both parts read, one array).
+
+    Where the sequence length is unknown when the graph is built (``steps=None``), the layer's
+    input ``x`` is a second input, read for its length alone (no gradient flows to it), so
+    that each plan learns the length from its concrete shapes."""
 
     name = "lstm_part"
     fresh_grads = True
+    nondiff_inputs = (1,)  # the LSTM's input, read for its length
 
-    def __init__(self, part: str, steps: int) -> None:
+    def __init__(self, part: str, steps: int | None) -> None:
         if part not in ("hidden", "cell"):
             raise ValueError(f"lstm_part: part must be 'hidden' or 'cell', got {part!r}")
         self.part, self.steps = part, steps
 
-    def infer(self, packed: Spec) -> Spec:
+    def infer(self, packed: Spec, *like: Spec) -> Spec:
+        if like:  # the length from the LSTM's input: known in every plan
+            self.steps = like[0].shape[1]
         rows, hidden = packed.shape
-        n = None if rows is None else rows // (self.steps + 1)
-        shape = (n, self.steps, hidden) if self.part == "hidden" else (n, hidden)
+        steps = self.steps
+        n = None if rows is None or steps is None else rows // (steps + 1)
+        shape = (n, steps, hidden) if self.part == "hidden" else (n, hidden)
         return Spec(shape, packed.dtype)
+
+    def _steps(self) -> int:
+        """The length, known in every plan (from the second input where it was not before)."""
+        assert self.steps is not None, "lstm_part: the length is known once a plan infers it"
+        return self.steps
 
     def _rows(self, packed_rows: int) -> slice:
         """This part's rows of a packed array of ``packed_rows`` rows."""
-        hidden_rows = packed_rows // (self.steps + 1) * self.steps
+        steps = self._steps()
+        hidden_rows = packed_rows // (steps + 1) * steps
         return slice(hidden_rows, None) if self.part == "cell" else slice(0, hidden_rows)
 
-    def forward(self, xp: ArrayNamespace, packed: Any) -> Any:
+    def forward(self, xp: ArrayNamespace, packed: Any, *like: Any) -> Any:
         rows, hidden = (int(s) for s in packed.shape)
         part = packed[self._rows(rows)]
         if self.part == "cell":
             return part
-        return xp.reshape(part, (rows // (self.steps + 1), self.steps, hidden))
+        steps = self._steps()
+        return xp.reshape(part, (rows // (steps + 1), steps, hidden))
 
     def kept_inputs(self, needs: Needs, n_inputs: int) -> tuple[int, ...]:
         return ()
@@ -242,11 +258,13 @@ class LSTMPart(Op):
     ) -> Grads:
         # dy and zeros for the other part, one copy (not a zero-filled packed array and an add)
         n, hidden = int(dy.shape[0]), int(dy.shape[-1])
-        rows = n * self.steps
+        rows = n * self._steps()
         if self.part == "cell":
-            return (xp.concat([xp.zeros((rows, hidden), dtype=dy.dtype), dy], axis=0),)
+            grad = xp.concat([xp.zeros((rows, hidden), dtype=dy.dtype), dy], axis=0)
+            return (grad, None) if len(needs) == 2 else (grad,)
         other = xp.zeros((n, hidden), dtype=dy.dtype)
-        return (xp.concat([xp.reshape(dy, (rows, hidden)), other], axis=0),)
+        grad = xp.concat([xp.reshape(dy, (rows, hidden)), other], axis=0)
+        return (grad, None) if len(needs) == 2 else (grad,)
 
     def accumulate_grad(self, xp: ArrayNamespace, acc: Any, dy: Any) -> None:
         """Add ``dy`` into this part of ``acc`` (the packed gradient) in place."""
@@ -269,8 +287,9 @@ def lstm_parts(
     packed = LSTMLayer()(
         x, as_expr(weight, x), as_expr(recurrent_weight, x), as_expr(bias, x), *state
     )
-    steps = int(x.shape[1])
-    return LSTMPart("hidden", steps)(packed), LSTMPart("cell", steps)(packed)
+    steps = x.shape[1]
+    like = () if steps is not None else (x,)  # an unknown length: read from x in each plan
+    return LSTMPart("hidden", steps)(packed, *like), LSTMPart("cell", steps)(packed, *like)
 
 
 def lstm(

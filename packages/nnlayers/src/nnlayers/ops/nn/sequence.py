@@ -20,7 +20,7 @@ from arraycore import ArrayNamespace
 from ...expr.node import Expr, as_expr, constant
 from ...expr.spec import Spec, format_shape
 from ..array.shape import expand_dims
-from ..base import Grads, Inputs, Needs, Op
+from ..base import Grads, Inputs, Needs, Op, require_same_dtype
 from ..math.comparison import astype, less
 
 
@@ -119,3 +119,52 @@ def sequence_mask(lengths: Any, steps: int, dtype: Any = "bool") -> Expr:
     positions = constant(np.arange(int(steps), dtype=np.int64))
     mask = less(positions, expand_dims(_lengths(lengths), 1))
     return mask if np.dtype(dtype) == np.bool_ else astype(mask, dtype)
+
+
+class AddPositions(Op):
+    """``x + table[:T]``: one vector of ``table (L, d)`` added per position of ``x (N, T, d)``,
+    ``T <= L``, the length read from ``x`` in each plan (known or not when the graph is built):
+    what positional encodings add. The gradient of the table is ``dy`` summed over the batch in
+    its first ``T`` rows, zero below."""
+
+    name = "add_positions"
+    fresh_grads = True
+
+    def infer(self, x: Spec, table: Spec) -> Spec:
+        require_same_dtype(x=x, table=table)
+        if x.ndim != 3 or table.ndim != 2:
+            raise ValueError(
+                f"needs x (N, T, d) and a table (L, d), got {format_shape(x.shape)} and "
+                f"{format_shape(table.shape)}"
+            )
+        t, (rows, d) = x.shape[1], table.shape
+        if None not in (x.shape[2], d) and x.shape[2] != d:
+            raise ValueError(f"x's last axis {x.shape[2]} is not the table's width {d}")
+        if None not in (t, rows) and t > rows:  # type: ignore[operator]
+            raise ValueError(
+                f"sequences of {t} positions are longer than the table's {rows} (max_length)"
+            )
+        self.table_shape = table.shape
+        return Spec(x.shape, x.dtype)
+
+    def forward(self, xp: ArrayNamespace, x: Any, table: Any) -> Any:
+        return xp.add(x, table[: int(x.shape[1])])
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        dtable = None
+        if needs[1]:
+            rows, d = (int(s) for s in self.table_shape)  # type: ignore[arg-type]
+            part = xp.sum(dy, axis=0)
+            t = int(part.shape[0])
+            rest = xp.zeros((rows - t, d), dtype=dy.dtype)
+            dtable = part if t == rows else xp.concat([part, rest], axis=0)
+        return (dy if needs[0] else None), dtable
+
+
+def add_positions(x: Any, table: Any) -> Expr:
+    """``x + table[:T]`` for ``x (N, T, d)`` and ``table (L, d)``, ``T`` known or not until a
+    plan runs (:class:`AddPositions`)."""
+    x = as_expr(x)
+    return AddPositions()(x, as_expr(table, x))
