@@ -144,7 +144,7 @@ def test_lstm_state_and_last_output_at_any_length(check_finite: bool) -> None:
     with and without the plan's fusion (a guarded plan does not fuse), at unknown length."""
     x = nnlayers.expr.placeholder((None, None, 3))
     lstm = LSTM(4, return_sequences=True, return_state=True, seed=0)
-    hs, (h, c) = lstm(x)
+    hs, (_, c) = lstm(x)
     loss = nnlayers.expr.sum(hs) + nnlayers.expr.sum(c * c)
     graph = nnlayers.compile([loss, hs, c], wrt=lstm.params, check_finite=check_finite)
     fixed_x = nnlayers.expr.placeholder((None, 5, 3))
