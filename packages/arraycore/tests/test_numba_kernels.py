@@ -336,3 +336,29 @@ def test_bias_relu_rejects_mixed_dtypes():
         xp.nn.bias_relu(x, np.zeros(1000, np.float32), out=np.zeros((40, 1000)))
     with pytest.raises(TypeError, match=r"bias_relu_backward: dtypes differ"):
         xp.nn.bias_relu_backward(x, np.zeros((40, 1000)))
+
+
+def test_the_first_compile_on_a_machine_is_announced_once(kernels, tmp_path) -> None:
+    """A cold kernel cache: one PerformanceWarning saying the kernels compile on first use and
+    where they are cached; the next process finds them there and says nothing."""
+    code = (
+        "import warnings, numpy as np, arraycore\n"
+        "warnings.simplefilter('always')\n"
+        "x = np.ones((4, 3, 2, 2), np.float32); g = np.ones(3, np.float32)\n"
+        "with warnings.catch_warnings(record=True) as seen:\n"
+        "    warnings.simplefilter('always')\n"
+        "    for _ in range(2):\n"
+        "        arraycore.namespace('numpy').nn.batch_norm(x, g, g)\n"
+        "print(sum('numba compiles' in str(w.message) for w in seen))\n"
+        "print([str(w.message) for w in seen if 'numba compiles' in str(w.message)])\n"
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        ).stdout.splitlines()
+        for _ in range(2)
+    ]
+    assert runs[0][0] == "1", runs[0]
+    assert str(tmp_path) in runs[0][1] and "first use" in runs[0][1]
+    assert runs[1][0] == "0", "the kernels were cached: nothing to announce"

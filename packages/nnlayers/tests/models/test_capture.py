@@ -162,7 +162,11 @@ def test_a_step_that_cannot_be_captured_runs_eagerly_and_says_why(xp: Any) -> No
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         got = _train(captured, batches, xp)
-    found = [w for w in caught if issubclass(w.category, arraycore.PerformanceWarning)]
+    found = [
+        w
+        for w in caught
+        if issubclass(w.category, arraycore.PerformanceWarning) and "numba" not in str(w.message)
+    ]
     assert len(found) == 1 and "capture failed" in str(found[0].message), found
     assert "capture failed" in captured.capture_status
     assert captured.optimizer.step_count == 8

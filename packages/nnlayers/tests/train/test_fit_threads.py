@@ -68,7 +68,8 @@ def test_fit_warns_once_on_a_loaded_machine_pointing_at_the_call(tmp_path) -> No
         [sys.executable, "-W", "default", str(script)], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    assert done.stderr.count("PerformanceWarning") == 1, done.stderr
+    # (numba's first-compile note may come too, in a process that finds no cached kernels)
+    assert done.stderr.count("PerformanceWarning: the machine is already loaded") == 1, done.stderr
     assert f"{script}:11: PerformanceWarning: the machine is already loaded" in done.stderr
     assert "ARRAYCORE_NUM_THREADS=1" in done.stderr
 

@@ -30,11 +30,15 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
+import warnings
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..errors import PerformanceWarning
 from . import _openmp
 
 _LOCK = threading.Lock()
@@ -66,7 +70,30 @@ def _load() -> tuple[Any, str]:
     except Exception as exc:  # numba too old or too new for this NumPy, say
         return None, f"numba {numba.__version__} unusable: {exc}"
     _STATE["numba"] = numba
+    _announce_compile(_numba_kernels.__file__)
     return _numba_kernels, ""
+
+
+def _announce_compile(source: str) -> None:
+    """Say once, where no compiled kernel of this Python is cached yet, that the first steps
+    compile them (numba caches them on disk: later processes load them in milliseconds)."""
+    tag = f"py{sys.version_info.major}{sys.version_info.minor}"
+    name = f"{Path(source).stem}.*.{tag}.nbi"
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    places = [Path(root)] if root else [Path(source).parent / "__pycache__"]
+    try:
+        if any(next(p.rglob(name) if root else p.glob(name), None) for p in places if p.is_dir()):
+            return
+    except OSError:
+        return
+    where = root or str(places[0])
+    warnings.warn(
+        "arraycore: numba compiles the NumPy backend's CPU kernels on their first use on this "
+        f"machine (about 7 s in all, spread over the first steps), cached in {where} for later "
+        "runs",
+        PerformanceWarning,
+        stacklevel=4,
+    )
 
 
 def status() -> str:
