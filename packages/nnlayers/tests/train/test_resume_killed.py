@@ -87,6 +87,11 @@ def _run(tmp_path, name, when, *, killed=False):
 
 @pytest.fixture(scope="module")
 def straight(tmp_path_factory):
+    # numba's batch-norm backward kernel compiled in this process and the same kernel loaded
+    # from its disk cache differ in the last bit of dx (seen on an AMD EPYC, numba 0.68.1), so
+    # the first process on a machine that finds no cached kernels rounds differently from every
+    # later one. One short step first, so that both runs below load the same cached kernels.
+    _run(tmp_path_factory.mktemp("warm"), "warm", "1", killed=True)
     return _run(tmp_path_factory.mktemp("straight"), "run", "never")
 
 
@@ -102,12 +107,13 @@ def _same_weights(a, b):
 @pytest.mark.parametrize("when", ["after the best epoch", "end"])
 def test_a_killed_run_resumes_as_if_never_interrupted(tmp_path, straight, when) -> None:
     records, stopping = straight["records"], straight["stopping"]
-    if os.environ.get("ARRAYCORE_BACKEND", "numpy") == "numpy":  # other backends round
-        assert (stopping["best_epoch"], stopping["stopped_epoch"]) == (7, 10)  # otherwise
+    # early, within 20 epochs, after patience=3 epochs without a better val_loss (on NumPy:
+    # best 7, stop 10 on an Intel Xeon; best 5, stop 8 on an AMD EPYC: the CPUs round apart)
     assert 1 < stopping["best_epoch"] < stopping["stopped_epoch"] < 20
+    assert stopping["stopped_epoch"] == stopping["best_epoch"] + 3
     assert [r["epoch"] for r in records] == list(range(1, stopping["stopped_epoch"] + 1))
 
-    # killed during the epoch after the best (on NumPy: epoch 8, after the checkpoint of 7),
+    # killed during the epoch after the best (after the checkpoint of the best epoch),
     # or after the checkpoint of the last epoch, before the best weights are put back
     kill = str(stopping["best_epoch"] + 1) if when != "end" else "end"
     _run(tmp_path, "run", kill, killed=True)

@@ -87,13 +87,16 @@ def _announce_compile(source: str) -> None:
     except OSError:
         return
     where = root or str(places[0])
-    warnings.warn(
-        "arraycore: numba compiles the NumPy backend's CPU kernels on their first use on this "
-        f"machine (about 7 s in all, spread over the first steps), cached in {where} for later "
-        "runs",
-        PerformanceWarning,
-        stacklevel=4,
-    )
+    try:
+        warnings.warn(
+            "arraycore: numba compiles the NumPy backend's CPU kernels on their first use on "
+            f"this machine (about 7 s in all, spread over the first steps), cached in {where} "
+            "for later runs",
+            PerformanceWarning,
+            stacklevel=4,
+        )
+    except Warning:
+        pass  # warnings made errors (-W error): a note must not stop, or change, the kernels
 
 
 def status() -> str:
