@@ -28,6 +28,7 @@ force (``OMP_NUM_THREADS``, :func:`arraycore.set_threads`), capped at ``NUMBA_NU
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import sys
@@ -87,7 +88,8 @@ def _announce_compile(source: str) -> None:
     except OSError:
         return
     where = root or str(places[0])
-    try:
+    # with warnings made errors (-W error) a note must not stop, or change, the kernels
+    with contextlib.suppress(Warning):
         warnings.warn(
             "arraycore: numba compiles the NumPy backend's CPU kernels on their first use on "
             f"this machine (about 7 s in all, spread over the first steps), cached in {where} "
@@ -95,8 +97,6 @@ def _announce_compile(source: str) -> None:
             PerformanceWarning,
             stacklevel=4,
         )
-    except Warning:
-        pass  # warnings made errors (-W error): a note must not stop, or change, the kernels
 
 
 def status() -> str:
