@@ -47,14 +47,17 @@ class CausalBlock(Layer):
 NETWORKS = {
     "lstm": lambda: Sequential([Embedding(VOCAB, 8), LSTM(12, return_sequences=True), Affine(VOCAB)], seed=3),
     "gru": lambda: Sequential([Embedding(VOCAB, 8), GRU(12, return_sequences=True), Affine(VOCAB)], seed=3),
+    "rnn": lambda: Sequential([Embedding(VOCAB, 8), RNN(12, return_sequences=True), Affine(VOCAB)], seed=3),
+    "rnn-relu-last": lambda: Sequential([Embedding(VOCAB, 8), RNN(12, activation="relu"), Affine(VOCAB)], seed=3),
     "transformer": lambda: CausalBlock(seed=3),
     "sinusoidal": lambda: CausalBlock("sinusoidal", seed=3),
 }  # fmt: skip
 
 
 def _model(name: str, length: int | None) -> nnlayers.Classifier:
+    target = () if name.endswith("-last") else (length,)
     return nnlayers.Classifier(
-        NETWORKS[name](), (length,), target_shape=(length,), input_dtype="int64", seed=0
+        NETWORKS[name](), (length,), target_shape=target, input_dtype="int64", seed=0
     )
 
 
@@ -79,7 +82,7 @@ def test_any_length_trains_as_a_model_built_for_the_length(name: str) -> None:
     """The loss is the mean per position whatever the length is known as, so both train alike;
     the free model then also reads another length."""
     x = _ids(8, 6)
-    y = np.roll(x, -1, axis=1)
+    y = x[:, -1] if name.endswith("-last") else np.roll(x, -1, axis=1)
     runs = []
     for length in (None, 6):
         model = _model(name, length)
@@ -89,7 +92,8 @@ def test_any_length_trains_as_a_model_built_for_the_length(name: str) -> None:
     (free, free_loss), (_, fixed_loss) = runs
     np.testing.assert_allclose(free_loss, fixed_loss, rtol=1e-5)
     assert free_loss[-1] < free_loss[0]
-    assert free.predict_proba(_ids(2, 9)).shape == (2, 9, VOCAB)
+    want = (2, VOCAB) if name.endswith("-last") else (2, 9, VOCAB)
+    assert free.predict_proba(_ids(2, 9)).shape == want
 
 
 def test_each_length_is_compiled_once_and_the_plans_are_bounded() -> None:
@@ -103,14 +107,18 @@ def test_each_length_is_compiled_once_and_the_plans_are_bounded() -> None:
     assert len(graph._plans) == _MAX_PLANS, "the least recently used plans are dropped"
 
 
-@pytest.mark.parametrize("fused", [False, None])
-def test_an_unrolled_loop_names_what_takes_any_length(fused: bool | None) -> None:
-    layer = RNN(8, return_sequences=True) if fused is None else LSTM(8, fused=False)
-    hint = "use LSTM or GRU" if fused is None else "leave fused=True"
-    with pytest.raises(
-        ValueError, match=rf"unrolled loop needs the time axis .*\(None, None, 4\).*{hint}"
-    ):
-        nnlayers.Classifier(Sequential([Embedding(VOCAB, 4), layer, Affine(3)], seed=0), (None,),
+@pytest.mark.parametrize(
+    ("layer", "match"),
+    [
+        (lambda: LSTM(8, fused=False), r"unrolled loop needs the time axis .*\(None, None, 4\).*leave fused=True"),
+        (lambda: RNN(8, fused=False), r"unrolled loop needs the time axis .*leave fused=True"),
+        (lambda: RNN(8, activation="gelu"), r"runs as one op, for the activations tanh, relu, sigmoid; got 'gelu'"),
+    ],
+    ids=["lstm-unrolled", "rnn-unrolled", "rnn-gelu"],
+)  # fmt: skip
+def test_an_unrolled_loop_names_what_takes_any_length(layer, match) -> None:
+    with pytest.raises(ValueError, match=match):
+        nnlayers.Classifier(Sequential([Embedding(VOCAB, 4), layer(), Affine(3)], seed=0), (None,),
                             target_shape=(None,), input_dtype="int64")  # fmt: skip
 
 
@@ -164,3 +172,16 @@ def test_lstm_state_and_last_output_at_any_length(check_finite: bool) -> None:
         np.testing.assert_allclose(
             graph.xp.to_numpy(g), fixed_graph.xp.to_numpy(w), rtol=1e-4, atol=1e-6
         )
+
+
+@pytest.mark.parametrize("name", sorted(NETWORKS))
+def test_exported_once_runs_every_length_in_onnxruntime(name: str, tmp_path) -> None:
+    ort = pytest.importorskip("onnxruntime", reason="runs the exported model")
+    model = _model(name, None)
+    path = tmp_path / "model.onnx"
+    nnlayers.export.onnx(model, path, example_inputs=(_ids(2, 5),), check=True)
+    session = ort.InferenceSession(str(path))
+    for t in (5, 9):
+        x = _ids(2, t, seed=t)
+        (got,) = session.run(None, {session.get_inputs()[0].name: x})
+        np.testing.assert_allclose(got, model.predict_proba(x), rtol=1e-4, atol=1e-5)

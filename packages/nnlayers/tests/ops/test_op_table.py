@@ -147,6 +147,37 @@ def _gru_steps(lib, xw, u, b, h=None):
     return lib.stack(hs, 1)
 
 
+def _rnn_steps(lib, xw, u, h=None, activation="tanh"):
+    """The plain RNN recurrence: ``(N, T, H)``."""
+    act = {
+        "tanh": lib.tanh,
+        "relu": (lambda v: np.maximum(v, 0)) if lib is np else lib.relu,
+        "sigmoid": (lambda v: 1.0 / (1.0 + lib.exp(-v))) if lib is np else lib.sigmoid,
+    }[activation]
+    hs = []
+    for t in range(xw.shape[1]):
+        h = act(xw[:, t] if h is None else xw[:, t] + h @ u)
+        hs.append(h)
+    return lib.stack(hs, 1)
+
+
+def _rnn_cases():
+    n, t, h = 3, 4, 5
+    shapes = [(n, t, h), (h, h)]
+    rnn = ex.rnn_sequence
+    return [
+        OpCase("rnn_sequence", rnn, shapes, lambda xw, u: _rnn_steps(np, xw, u),
+               torch=lambda T, xw, u: _rnn_steps(T, xw, u)),
+        OpCase("rnn_sequence", lambda xw, u, h0: rnn(xw, u, h0, "sigmoid"), [*shapes, (n, h)],
+               lambda xw, u, h0: _rnn_steps(np, xw, u, h0, "sigmoid"), label="sigmoid, h0",
+               torch=lambda T, xw, u, h0: _rnn_steps(T, xw, u, h0, "sigmoid")),
+        # shifted away from 0, where ReLU's kink would spoil the central differences
+        OpCase("rnn_sequence", lambda xw, u: rnn(xw + 0.5, u * 0.3, None, "relu"), [(n, 1, h), (h, h)],
+               lambda xw, u: _rnn_steps(np, xw + 0.5, u * 0.3, None, "relu"), label="relu, 1 step",
+               torch=lambda T, xw, u: _rnn_steps(T, xw + 0.5, u * 0.3, None, "relu")),
+    ]  # fmt: skip
+
+
 def _recurrent_cases():
     n, t, h = 3, 4, 5
     gru = [(n, t, 3 * h), (h, 3 * h), (3 * h,)]
@@ -344,6 +375,7 @@ def _sequence_cases():
 
 CASES: list[OpCase] = [
     *_recurrent_cases(),
+    *_rnn_cases(),
     *_sequence_cases(),
     *_attention_cases(),
     *binary("add", lambda a, b: a + b, np.add, torch=lambda T, a, b: a + b),

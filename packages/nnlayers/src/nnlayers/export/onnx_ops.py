@@ -232,8 +232,15 @@ def matmul(b: Builder, node: Expr, xs: list[str]) -> str:
 # -- shapes, indexing and joining ----------------------------------------------------------------
 @converter("reshape")
 def reshape(b: Builder, node: Expr, xs: list[str]) -> str:
-    """Reshape; the one unknown size (the batch) is -1."""
-    shape = [-1 if d is None else int(d) for d in _op(node).out_shape]
+    """Reshape; the one unknown size (the batch) is -1. The leading axes a ``lead=k`` reshape
+    keeps, known or not, are ONNX's 0 (copy the input's size) where a size is unknown or 0
+    would be ambiguous otherwise."""
+    op = _op(node)
+    lead = getattr(op, "lead", 0)
+    shape = [-1 if d is None else int(d) for d in op.out_shape]
+    if lead and (shape[:lead].count(-1) + shape[lead:].count(-1) > 1) and 0 not in shape:
+        shape[:lead] = [0] * lead  # the rest has at most one -1
+        return b.node("Reshape", [xs[0], b.ints(shape)])
     return b.node("Reshape", [xs[0], b.ints(shape)], allowzero=1 if 0 in shape else None)
 
 
@@ -641,6 +648,42 @@ def gru_sequence(b: Builder, node: Expr, xs: list[str]) -> str:
         2,
         hidden_size=hidden,
         linear_before_reset=1,
+    )
+    return _batch_major(b, y)
+
+
+@converter("rnn_sequence")
+def rnn_sequence(b: Builder, node: Expr, xs: list[str]) -> str:
+    """ONNX's RNN (its activation Tanh, Relu or Sigmoid); the projection ``x @ weight + bias``
+    folded in as for the GRU, else an identity input weight."""
+    xw, u, *state = xs
+    dt = _dtype(node)
+    hidden = int(node.inputs[1].shape[0])  # type: ignore[arg-type]
+    projection = _projection(node.inputs[0], hidden)
+    if projection is not None:
+        x, w, bias = (b.name_of(e) for e in projection)
+        weight = _weights(b, w, hidden, (0,))
+        input_bias = bias
+    else:
+        x = xw
+        weight = b.constant(np.eye(hidden, dtype=dt)[None], f"{b.base}/identity")
+        input_bias = b.constant(np.zeros(hidden, dtype=dt), f"{b.base}/input_bias")
+    zeros = b.constant(np.zeros(hidden, dtype=dt), f"{b.base}/recurrent_bias")
+    biases = b.node("Concat", [input_bias, zeros], axis=0)
+    activation = {"tanh": "Tanh", "relu": "Relu", "sigmoid": "Sigmoid"}[_op(node).activation]
+    y, _ = b.multi(
+        "RNN",
+        [
+            _time_major(b, x),
+            weight,
+            _weights(b, u, hidden, (0,)),
+            b.node("Unsqueeze", [biases, b.ints([0])]),
+            "",
+            *(_state(b, s) for s in state),
+        ],
+        2,
+        hidden_size=hidden,
+        activations=[activation],
     )
     return _batch_major(b, y)
 

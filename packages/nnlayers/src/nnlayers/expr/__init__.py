@@ -76,7 +76,7 @@ from ..ops.nn.convolution import conv2d, conv2d_transpose
 from ..ops.nn.dropout import drop_connect, dropout
 from ..ops.nn.normalization import batch_norm, layer_norm
 from ..ops.nn.pooling import avg_pool2d, max_pool2d
-from ..ops.nn.recurrent import gru_sequence, lstm
+from ..ops.nn.recurrent import gru_sequence, lstm, rnn_sequence
 from ..ops.nn.sequence import add_positions, reverse_sequence, sequence_mask
 from ..ops.nn.softmax import log_softmax, softmax
 from .node import Constant, Expr, Placeholder, as_expr, constant, placeholder
@@ -93,7 +93,7 @@ __all__ = [
     "layer_norm", "leaky_relu", "less", "less_equal", "log", "log1p", "log_sigmoid",
     "log_softmax", "lstm", "matmul", "max", "max_pool2d", "maximum", "mean", "min", "minimum",
     "multiply", "negative", "norm", "not_equal", "one_hot", "pad", "permute_dims", "placeholder",
-    "pow", "power", "relu", "reshape", "reverse_sequence", "scaled_dot_product_attention", "sequence_mask", "sigmoid", "sigmoid_cross_entropy", "sin", "softmax",
+    "pow", "power", "relu", "reshape", "reverse_sequence", "rnn_sequence", "scaled_dot_product_attention", "sequence_mask", "sigmoid", "sigmoid_cross_entropy", "sin", "softmax",
     "softmax_cross_entropy", "softplus", "split", "sqrt", "square", "squared_error", "squeeze",
     "stack", "stop_gradient", "subtract", "sum", "take", "tanh", "transpose", "where",
 ]  # fmt: skip

@@ -107,6 +107,8 @@ class Recurrent(Layer):
             sequence, state = self.layer(x, state)
         elif self.fused and not held and type(self).sequence is not Recurrent.sequence:
             sequence, state = self.sequence(x @ weight + bias, state)
+        elif steps is None and self.fused and type(self).any_length is not Recurrent.any_length:
+            sequence, state = self.any_length(x @ weight + bias, state)
         elif steps is None:
             raise ValueError(self._unknown_length(x, "the unrolled loop"))
         else:
@@ -138,7 +140,11 @@ class Recurrent(Layer):
         cls = type(self)
         if what.startswith("lengths"):
             hint = ""
-        elif cls.layer is not Recurrent.layer or cls.sequence is not Recurrent.sequence:
+        elif (
+            cls.layer is not Recurrent.layer
+            or cls.sequence is not Recurrent.sequence
+            or cls.any_length is not Recurrent.any_length
+        ):
             hint = " or leave fused=True (the fused layer takes any length)"
         else:
             hint = " or use LSTM or GRU (their fused ops take any length)"
@@ -176,6 +182,11 @@ class Recurrent(Layer):
         """The fused recurrence: every output ``(N, T, units)`` and the final state, from the
         projection of the whole sequence ``(N, T, gates * units)`` (subclasses with a fused op
         override it)."""
+        raise NotImplementedError
+
+    def any_length(self, projected: Expr, state: Any) -> tuple[Expr, Any]:
+        """The recurrence as one op for a sequence whose length is known only in each plan,
+        where the layer otherwise unrolls its loop (subclasses that have one override it)."""
         raise NotImplementedError
 
     def initial(self, initial_state: Any) -> Any:

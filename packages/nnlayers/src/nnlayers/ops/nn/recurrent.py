@@ -311,3 +311,98 @@ def gru_sequence(xw: Any, recurrent_weight: Any, recurrent_bias: Any, h0: Any = 
     xw = as_expr(xw)
     state = () if h0 is None else (as_expr(h0, xw),)
     return GRUSequence()(xw, as_expr(recurrent_weight, xw), as_expr(recurrent_bias, xw), *state)
+
+
+#: The derivative of each activation :class:`RNNSequence` takes, from its output ``h``.
+_RNN_DERIVATIVES = {
+    "tanh": lambda xp, h: xp.subtract(1.0, xp.multiply(h, h)),
+    "relu": lambda xp, h: xp.astype(xp.greater(h, 0.0), h.dtype),
+    "sigmoid": lambda xp, h: xp.multiply(h, xp.subtract(1.0, h)),
+}
+
+
+class RNNSequence(Op):
+    """The plain (Elman) recurrence ``h_t = act(xw_t + h_{t-1} @ U)`` over projected inputs
+    ``xw (N, T, H)`` with ``U (H, H)`` and optionally ``h0 (N, H)``, as one op: what the
+    :class:`~nnlayers.layers.RNN` layer runs where the sequence length is known only in each
+    plan (for a known length it unrolls the loop into the graph). ``activation`` is ``tanh``,
+    ``relu`` or ``sigmoid`` (their derivatives come from the outputs). Everything goes through
+    the arraycore namespace; the weight's gradient is one GEMM over every step."""
+
+    name = "rnn_sequence"
+    keep_output = True
+    keep_inputs = (1,)
+    fresh_grads = True
+
+    def __init__(self, activation: str) -> None:
+        if activation not in _RNN_DERIVATIVES:
+            raise ValueError(
+                f"rnn_sequence: activation must be one of {sorted(_RNN_DERIVATIVES)}, got "
+                f"{activation!r}"
+            )
+        self.activation = activation
+
+    def infer(self, xw: Spec, u: Spec, *state: Spec) -> Spec:
+        if len(state) > 1:
+            raise ValueError(f"{self.name}: one initial state h0 at most, got {len(state)}")
+        hidden = _check_sequence(self.name, 1, xw, u, state)
+        return Spec((xw.shape[0], xw.shape[1], hidden), xw.dtype)
+
+    def _act(self, xp: ArrayNamespace, z: Any) -> Any:
+        if self.activation == "tanh":
+            return xp.tanh(z)
+        if self.activation == "relu":
+            return xp.maximum(z, xp.zeros_like(z))
+        return xp.divide(1.0, xp.add(1.0, xp.exp(xp.negative(z))))
+
+    def forward(self, xp: ArrayNamespace, xw: Any, u: Any, *state: Any) -> Any:
+        h = state[0] if state else None
+        outputs = []
+        for t in range(int(xw.shape[1])):
+            z = xw[:, t] if h is None else xp.add(xw[:, t], xp.matmul(h, u))
+            h = self._act(xp, z)
+            outputs.append(h)
+        return xp.stack(outputs, axis=1)
+
+    def kept_inputs(self, needs: tuple[bool, ...], n_inputs: int) -> tuple[int, ...]:
+        return (1, 2) if n_inputs == 3 else (1,)
+
+    def backward(
+        self, xp: ArrayNamespace, dy: Any, inputs: Inputs, output: Any, residual: Any, needs: Needs
+    ) -> Grads:
+        u = inputs[1]
+        h0 = inputs[2] if len(needs) == 3 else None
+        _, steps, hidden = (int(s) for s in output.shape)
+        derivative = _RNN_DERIVATIVES[self.activation]
+        ut = xp.matrix_transpose(u)
+        dzs: list[Any] = [None] * steps
+        carried = None  # dL/dh_t from step t + 1
+        for t in reversed(range(steps)):
+            g = dy[:, t] if carried is None else xp.add(dy[:, t], carried)
+            dz = xp.multiply(g, derivative(xp, output[:, t]))
+            dzs[t] = dz
+            if t > 0 or h0 is not None:
+                carried = xp.matmul(dz, ut)
+        dxw = xp.stack(dzs, axis=1)
+        du = None
+        if needs[1]:
+            # every step's previous state beside its dz: one (H, N*T') @ (N*T', H) product
+            first = 0 if h0 is not None else 1
+            previous = [h0] if h0 is not None else []
+            previous += [output[:, t] for t in range(steps - 1)]
+            if previous:
+                prev = xp.reshape(xp.stack(previous, axis=1), (-1, hidden))
+                dz_all = xp.reshape(dxw[:, first:], (-1, hidden))
+                du = xp.matmul(xp.matrix_transpose(prev), dz_all)
+            else:  # one step from a zero state: the weight is never read
+                du = xp.zeros((hidden, hidden), dtype=output.dtype)
+        grads = (dxw if needs[0] else None, du)
+        return (*grads, carried if needs[2] else None) if h0 is not None else grads
+
+
+def rnn_sequence(xw: Any, recurrent_weight: Any, h0: Any = None, activation: str = "tanh") -> Expr:
+    """Every hidden state of a plain RNN over the projected inputs ``xw (N, T, H)``:
+    ``(N, T, H)`` (:class:`RNNSequence`)."""
+    xw = as_expr(xw)
+    state = () if h0 is None else (as_expr(h0, xw),)
+    return RNNSequence(activation)(xw, as_expr(recurrent_weight, xw), *state)
