@@ -103,7 +103,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
 
         # Generation reuses the trained layers on one character at a time, feeding the LSTM's
-        # final state back in as the next step's initial state.
+        # final state back in as the next step's initial state: one step per character, with no
+        # limit on the context. (nnlayers.generate(model, ids, n) samples from any sequence
+        # model in one line by re-reading a window of the text: see char_transformer.py.)
         char = ex.placeholder((1, 1), "int64", name="char")
         h0 = ex.placeholder((1, args.units), name="h")
         c0 = ex.placeholder((1, args.units), name="c")
