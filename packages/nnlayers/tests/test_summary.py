@@ -274,7 +274,12 @@ def test_graphs_of_plain_models_and_expressions_op_by_op() -> None:
     y = ex.placeholder((None, 1), name="y")
     prediction = Affine(1, seed=0)(ex.relu(Affine(4, seed=0)(x)))
     model = nnlayers.Model(ex.squared_error(prediction, y), inputs=[x, y], outputs=prediction)
-    s = nnlayers.summary(model)
+    layers = nnlayers.summary(model)  # by default, the layers it holds
+    assert [(r.name, r.output_shape, r.params) for r in layers.rows] == [
+        ("affine", (None, 4), 16),
+        ("affine_1", (None, 1), 5),
+    ]
+    s = nnlayers.summary(model, ops=True)
     assert s.total_params == 3 * 4 + 4 + 4 + 1 == sum(p.size for p in model.params)
     assert sum(r.params for r in s.rows) == s.total_params
     assert [r.type for r in s.rows][:5] == ["matmul", "add", "relu", "matmul", "add"]
@@ -286,7 +291,7 @@ def test_graphs_of_plain_models_and_expressions_op_by_op() -> None:
     assert e.activation_bytes == 4 * (4 + 4 + 4 + 1 + 1)
 
 
-def test_a_network_that_makes_new_layers_when_called_is_summarised_from_the_graph() -> None:
+def test_a_network_that_makes_new_layers_when_called_is_summarised_by_its_layers() -> None:
     nnlayers.seed(5)
     model = nnlayers.Classifier(lambda h: Affine(3)(h), (4,))
     nnlayers.seed(7)
@@ -294,7 +299,8 @@ def test_a_network_that_makes_new_layers_when_called_is_summarised_from_the_grap
     after = nnlayers.init.next_seed()
     nnlayers.seed(7)
     assert after == nnlayers.init.next_seed()  # the summary drew no seed
-    assert s.title.startswith("Classifier (graph)")
+    assert s.title.startswith("Classifier (layers)")
+    assert [(r.name, r.output_shape) for r in s.rows] == [("affine", (None, 3))]
     assert {id(p) for p in s.parameters} == {id(p) for p in model.params}
     assert s.total_params == 4 * 3 + 3
 

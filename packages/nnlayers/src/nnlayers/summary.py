@@ -49,19 +49,34 @@ How the rows come about:
   size is known only when fed (a sequence length of ``None``).
 - ``batch_size=`` (models only) adds the planned memory of one training step and one
   evaluation step at that batch size (:mod:`nnlayers.graph.memory`): the peak of the step's own
-  arrays, split into activations, residuals kept for backward and gradients, beside the
-  parameters and inputs, worked out from the model's compiled plan for that batch (which the
-  graph keeps for its first step; that plan makes one array, the backward seed). Residuals
-  whose size no spec tells (an LSTM's saved workspace) are named, counted as 0.
+  arrays, split into activations, residuals kept for backward and gradients (a part of none
+  left out), beside the parameters and inputs, worked out from the model's compiled plan for
+  that batch (which the graph keeps for its first step; that plan makes one array, the
+  backward seed). Residuals whose size no spec tells (an LSTM's saved workspace) are named,
+  counted as 0.
 - A :class:`~nnlayers.models.Model` that keeps the network it was built from
   (:class:`~nnlayers.Classifier`, :class:`~nnlayers.Regressor`: ``model.network``) is
-  summarised layer by layer on its input placeholder; other models, and expressions, op by op
-  from their graph (each op a row; its parameters in its name).
+  summarised layer by layer on its input placeholder. Any other model (a ``Model`` subclass of
+  your own, :class:`~nnlayers.VAE`, :class:`~nnlayers.GAN`, ``Model(loss, inputs=...)``) is
+  summarised by the layers it holds, as Keras's and torchinfo's summaries of a subclassed
+  model: the layers assigned to its public attributes (also in lists, tuples and dicts) and
+  the layers that own its parameters, outermost first, each with its parts nested under it
+  (``res_block/conv1``), in the order their parameters enter the model's graph (a part whose
+  block the model does not hold, as in ``Model(loss, ...)``, shows alone under its full name,
+  ``bidirectional/forward``). Each is
+  applied again to a placeholder of the input it was first applied to, which gives its output
+  shape; a layer never applied, or one that needs more than that input, shows ``?`` and its
+  parts without shapes. Parameters no layer holds get a row ``(other parameters)``.
+  ``ops=True`` lists the model's graph op by op instead (each op a row, its parameters in its
+  name), as expressions always are.
+- The table is at most 100 columns wide (:data:`WIDTH`): a long name or shape wraps within
+  its column, as Keras's does.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -75,11 +90,14 @@ from .expr.spec import Shape, Spec, format_shape
 from .graph.memory import MemoryPlan, format_bytes
 from .graph.topo import topological_order
 from .init import _SEEDS
-from .layers.base import Layer
+from .layers.base import Layer, _parts_in
 from .models.model import _unique
 from .parameter import Parameter
 
-__all__ = ["Summary", "SummaryRow", "summary"]
+__all__ = ["WIDTH", "Summary", "SummaryRow", "summary"]
+
+#: The widest line of a summary's table: longer names and shapes wrap within their column.
+WIDTH = 100
 
 
 class _Counts:
@@ -192,24 +210,23 @@ class Summary(_Counts):
     def __str__(self) -> str:
         header = ("Layer (type)", "Output shape", "Param #")
         body = [(_label(row), _shapes_text(row), _count_text(row)) for row in self.rows]
-        widths = [max(len(line[i]) for line in [header, *body]) for i in range(3)]
-        widths[0] += 4
-        widths[1] += 4
+        widths = _column_widths([header, *body])
 
-        def line(cells: tuple[str, str, str]) -> str:
-            return f"{cells[0]:<{widths[0]}}{cells[1]:<{widths[1]}}{cells[2]}".rstrip()
+        def lines_of(cells: tuple[str, str, str]) -> list[str]:
+            parts = [_wrap(cell, width - 2) for cell, width in zip(cells[:2], widths)]
+            parts.append([cells[2]])
+            out = []
+            for i in range(max(len(part) for part in parts)):
+                name, shape, count = (part[i] if i < len(part) else "" for part in parts)
+                out.append(f"{name:<{widths[0]}}{shape:<{widths[1]}}{count}".rstrip())
+            return out
 
-        rule = "=" * max(sum(widths), len(self.title))
+        title = textwrap.wrap(self.title, WIDTH, subsequent_indent="  ") or [""]
+        rule = "=" * min(WIDTH, max(sum(widths), *(len(t) for t in title)))
         trainable, total = self.trainable_param_bytes, self.param_bytes
         activations = self.activation_bytes
         inputs = self.input_bytes
-        lines = [
-            self.title,
-            rule,
-            line(header),
-            rule,
-            *(line(cells) for cells in body),
-            rule,
+        footer = [
             f"Total params: {self.total_params:,} ({_bytes_text(total)})",
             f"Trainable params: {self.trainable_params:,} ({_bytes_text(trainable)})",
             f"Non-trainable params: {self.non_trainable_params:,} "
@@ -217,6 +234,15 @@ class Summary(_Counts):
             f"Input per example: {_bytes_text(inputs)}",
             f"Layer outputs per example (forward): {_bytes_text(activations)}",
             *self._memory_lines(),
+        ]
+        lines = [
+            *title,
+            rule,
+            *lines_of(header),
+            rule,
+            *(line for cells in body for line in lines_of(cells)),
+            rule,
+            *(wrapped for text in footer for wrapped in _wrap(text, WIDTH, "  ")),
             rule,
         ]
         return "\n".join(lines)
@@ -232,10 +258,9 @@ class Summary(_Counts):
             if plan is None:
                 continue
             kinds = plan.peak_by_kind
-            parts = [
-                f"activations {format_bytes(kinds['activation'])}",
-                f"residuals {format_bytes(kinds['residual'])}",
-            ]
+            parts = [f"activations {format_bytes(kinds['activation'])}"]
+            if kinds["residual"]:  # parts of nothing are left out, to keep the line short
+                parts.append(f"residuals {format_bytes(kinds['residual'])}")
             if plan.train:
                 parts.append(f"gradients {format_bytes(kinds['gradient'])}")
             if kinds["temporary"]:
@@ -261,6 +286,7 @@ def summary(
     depth: int = 3,
     call_kwargs: Mapping[str, Any] | None = None,
     batch_size: int | None = None,
+    ops: bool = False,
 ) -> Summary:
     """A :class:`Summary` of a model, a layer, a function of an expression or an expression:
     each layer's output shape and parameter count, the totals (trainable and not, with their
@@ -282,6 +308,8 @@ def summary(
     :attr:`Summary.evaluation_memory`): peak bytes of the step's activations, residuals and
     gradients, beside the parameters and inputs.
 
+    ``ops=True`` (a model's only) lists the model's graph op by op instead of its layers.
+
     >>> from nnlayers.layers import Affine, Sequential
     >>> s = summary(Sequential([Affine(32, activation="relu"), Affine(2)]), (4,))
     >>> s.total_params, [row.output_shape for row in s.rows]
@@ -301,8 +329,13 @@ def summary(
                 f"summary: a {type(target).__name__} knows its input shapes; input_shape= and "
                 "input_dtype= are for layers and functions"
             )
-        found = _summarise_model(target, depth, call_kwargs)
+        found = _summarise_model(target, depth, call_kwargs, bool(ops))
         return found if batch_size is None else _with_memory(found, target, batch_size)
+    if ops and not isinstance(target, Expr | list | tuple):
+        raise ValueError(
+            "summary: ops=True lists a model's graph op by op; an expression is always listed "
+            f"so, got {type(target).__name__} (summarise the expression it returns instead)"
+        )
     if batch_size is not None:
         raise ValueError(
             "summary: batch_size= plans the memory of a model's training and evaluation steps "
@@ -328,26 +361,113 @@ def summary(
 
 
 # -- what is summarised ---------------------------------------------------------------------------
-def _summarise_model(model: Any, depth: int, call_kwargs: Mapping[str, Any] | None) -> Summary:
+def _summarise_model(
+    model: Any, depth: int, call_kwargs: Mapping[str, Any] | None, ops: bool
+) -> Summary:
     name = type(model).__name__
     everything = [*model.params, *model.buffers]
+    roots = [*model.outputs.values(), model.loss, *model.metrics.values()]
+    if ops:
+        return _summarise_graph(f"{name} (graph)", roots, everything, depth)
     network = getattr(model, "network", None)
-    if callable(network) and model.inputs:
-        what = f"{name} (network: {_describe(network)})"
-        seeds = (_SEEDS.base, _SEEDS.count)
-        try:
+    seeds = (_SEEDS.base, _SEEDS.count)
+    try:  # tracing must not move the seed sequence (a network that makes layers draws seeds)
+        if callable(network) and model.inputs:
+            what = f"{name} (network: {_describe(network)})"
             traced = _summarise_calls(
                 what, network, [model.inputs[0]], everything, depth, call_kwargs
             )
-        finally:  # a network that makes new layers when called must not move the sequence
-            _SEEDS.base, _SEEDS.count = seeds
-        known = {id(p) for p in everything}
-        if all(id(p) in known for p in traced.parameters):
-            return traced
-        # the network made new layers (a function that makes them when called): the model's
-        # own ones are in its graph
-    roots = [*model.outputs.values(), model.loss, *model.metrics.values()]
-    return _summarise_graph(f"{name} (graph)", roots, everything, depth)
+            known = {id(p) for p in everything}
+            if all(id(p) in known for p in traced.parameters):
+                return traced
+            # the network made new layers (a function that makes them when called): the
+            # model's own ones are those it holds
+        layers = _held_layers(model, everything)
+        if not layers:  # parameters of no layer (made with nnlayers.Parameter): the graph
+            return _summarise_graph(f"{name} (graph)", roots, everything, depth)
+        calls: list[_Call] = []
+        for layer in layers:
+            calls += _trace_again(layer, everything)
+    finally:
+        _SEEDS.base, _SEEDS.count = seeds
+    rows = _layer_rows(calls, depth)
+    outs = _unique(o for call in calls for o in call.outputs if o.op is not None)
+    inputs = [p for p in model.inputs if isinstance(p, Placeholder)]
+    return _finish(f"{name} (layers)", inputs, rows, everything, outs, depth)
+
+
+def _held_layers(model: Any, parameters: list[Parameter]) -> list[Layer]:
+    """The outermost layers ``model`` holds: those assigned to its public attributes (also in
+    lists, tuples and dicts) and those owning its parameters, none of them a part of another,
+    in the order their parameters enter the model's graph (a layer without any follows the
+    attribute before it)."""
+    attributes = [
+        part
+        for key, value in vars(model).items()
+        if not key.startswith("_")
+        for _, part in _parts_in(value, key)
+        if isinstance(part, Layer)
+    ]
+    owners = [p.owner for p in parameters if isinstance(getattr(p, "owner", None), Layer)]
+    found = _unique([*attributes, *owners])
+    inside: set[int] = set()
+    for layer in found:
+        inside.update(id(part) for part in _descendants(layer))
+    outermost = [layer for layer in found if id(layer) not in inside]
+    order = {id(p): i for i, p in enumerate(parameters)}
+    keys: dict[int, float] = {}
+    last = -1.0
+    for layer in outermost:  # attributes first, in their order, then owners
+        places = [order[id(p)] for p in layer._all_parameters() if id(p) in order]
+        last = float(min(places)) if places else last + 1e-6
+        keys[id(layer)] = last
+    return sorted(outermost, key=lambda layer: keys[id(layer)])
+
+
+def _descendants(layer: Layer) -> list[Layer]:
+    """Every layer ``layer`` is made of, at any depth, each once."""
+    found: list[Layer] = []
+    seen = {id(layer)}
+    todo = list(layer.sublayers())
+    while todo:
+        part = todo.pop()
+        if id(part) not in seen:
+            seen.add(id(part))
+            found.append(part)
+            todo += part.sublayers()
+    return found
+
+
+def _trace_again(layer: Layer, known: list[Parameter]) -> list[_Call]:
+    """The recorded applications of ``layer`` (and its parts) to a placeholder of the input it
+    was first applied to, which give their output shapes; if it was never applied, has a part
+    never applied, needs more than that input or makes new layers when applied, its parts
+    without shapes."""
+    spec = layer.input_spec
+    if spec is not None and all(part.built for part in [layer, *_descendants(layer)]):
+        recorder = _Recorder()
+        allowed = {id(p) for p in [*known, *layer._all_parameters()]}
+        try:
+            with _recording(recorder):
+                layer(placeholder(spec.shape, spec.dtype, name="inputs"))
+        except Exception:  # a layer of more inputs (or kwargs it needs): shown without shapes
+            pass
+        else:
+            found = (p for call in recorder.calls for p in call.layer._all_parameters())
+            if recorder.calls and all(id(p) in allowed for p in found):
+                return recorder.calls
+    return _parts_of(layer, 0, None)
+
+
+def _parts_of(layer: Layer, depth: int, parent: _Call | None) -> list[_Call]:
+    """``layer`` and its parts as unrecorded applications: rows without output shapes."""
+    call = _Call(layer, depth, parent, [])
+    calls = [call]
+    for part in layer.sublayers():
+        below = _parts_of(part, depth + 1, call)
+        call.children.append(below[0])
+        calls += below
+    return calls
 
 
 def _with_memory(found: Summary, model: Any, batch_size: int) -> Summary:
@@ -668,7 +788,8 @@ def _exprs(value: Any) -> list[Expr]:
 def _describe(target: Any) -> str:
     if isinstance(target, Layer):
         return f"{type(target).__name__} {target.name!r}"
-    return f"function {getattr(target, '__qualname__', None) or type(target).__name__}"
+    qualname = getattr(target, "__qualname__", None) or type(target).__name__
+    return f"function {qualname.rpartition('<locals>.')[2]}"  # not f.<locals>.g: g
 
 
 def _label(row: SummaryRow) -> str:
@@ -679,6 +800,8 @@ def _label(row: SummaryRow) -> str:
 
 
 def _shapes_text(row: SummaryRow) -> str:
+    if not row.output_shapes:  # a layer never applied or not traced; parameters of no layer
+        return "?" if row.layer is not None else ""
     shapes = [format_shape(s) for s in row.output_shapes]
     return shapes[0] if len(shapes) == 1 else "[" + ", ".join(shapes) + "]"
 
@@ -689,6 +812,39 @@ def _count_text(row: SummaryRow) -> str:
     if row.shared and row.layer is not None and any(True for _ in row.layer._all_parameters()):
         return "(shared)"
     return "--"
+
+
+def _column_widths(table: list[tuple[str, str, str]]) -> list[int]:
+    """Widths of the name and shape columns (each with its 4 spaces of gap) and of the counts,
+    together at most :data:`WIDTH`: the wider of the first two gives way first."""
+    natural = [max(len(cells[i]) for cells in table) for i in range(3)]
+    name, shape, count = natural[0] + 4, natural[1] + 4, natural[2]
+    room = WIDTH - count
+    if name + shape > room:
+        half = room // 2
+        if name <= half:
+            shape = room - name
+        elif shape <= half:
+            name = room - shape
+        else:
+            name, shape = half, room - half
+    return [name, shape, count]
+
+
+def _wrap(text: str, width: int, indent: str | None = None) -> list[str]:
+    """``text`` in lines of at most ``width``; continuation lines keep its indentation plus two
+    spaces (or take ``indent``)."""
+    if len(text) <= width:
+        return [text]
+    lead = text[: len(text) - len(text.lstrip(" "))]
+    more = indent if indent is not None else lead + "  "
+    return textwrap.wrap(
+        text.lstrip(" "),
+        width,
+        initial_indent=lead,
+        subsequent_indent=more,
+        break_on_hyphens=False,
+    ) or [text]
 
 
 def _bytes_text(n: int | None) -> str:

@@ -111,7 +111,7 @@ def test_model_errors_and_summary() -> None:
     model = Model(ex.sum(p), inputs=[x])
     with pytest.raises(nnlayers.GraphError, match="no outputs"):
         model.predict(np.ones((1, 3)))
-    text = str(nnlayers.summary(model))
+    text = str(nnlayers.summary(model, ops=True))
     assert "affine/weight (matmul)" in text and "Trainable params: 4 " in text
     assert "Model: 2 parameters" in repr(model)
 

@@ -659,13 +659,15 @@ class Model:
 
         return restore(self, path, weights_only=weights_only)  # type: ignore[no-any-return]
 
-    def summary(self, *, depth: int = 3, print_fn: Any = print) -> None:
+    def summary(self, *, depth: int = 3, print_fn: Any = print, **options: Any) -> None:
         """Print a table of the layers (output shape, parameter count) and the totals, as Keras's
         ``model.summary()``: :func:`nnlayers.summary`, which returns it (rows and totals as
-        attributes) instead; ``print_fn`` receives the whole text (``logger.info``)."""
+        attributes) instead; ``print_fn`` receives the whole text (``logger.info``). ``options``
+        as :func:`nnlayers.summary`: ``ops=True`` lists the graph op by op, ``batch_size=`` adds
+        the planned memory of a step."""
         from ..summary import summary
 
-        print_fn(str(summary(self, depth=depth)))
+        print_fn(str(summary(self, depth=depth, **options)))
 
     def __repr__(self) -> str:
         count = sum(p.size for p in self.params)
