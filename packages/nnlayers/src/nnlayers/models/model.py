@@ -325,16 +325,36 @@ class Model:
         values = self.forward(*batch)
         return values, self.backward(accumulate=accumulate, scale=scale)
 
+    def parameters(self) -> Iterator[Parameter]:
+        """Every weight of the model, frozen ones too, as PyTorch's ``module.parameters()``
+        (not state such as batch-norm statistics; :attr:`params` is what trains now)."""
+        return (p for p in self._everything if p._trainable)
+
+    def named_parameters(self) -> Iterator[tuple[str, Parameter]]:
+        """``(name, parameter)`` for every weight, as PyTorch's ``named_parameters()``; the
+        names are the state dict's (``res_block/conv1/weight``)."""
+        return ((str(p.name), p) for p in self.parameters())
+
     def to(self, backend: Any, device: Any = None) -> Model:
         """Move the model to another backend or device: ``model.to("opencl")``,
-        ``model.to("cuda", 1)`` or ``model.to(xp)`` (a namespace), as PyTorch's
-        ``module.to(device)``. Parameters, buffers and the optimisers' state (Adam's moments,
+        ``model.to("cuda", 1)`` (or PyTorch's ``"cuda:1"``; ``"cpu"`` is the NumPy backend)
+        or ``model.to(xp)`` (a namespace), as PyTorch's ``module.to(device)``. Parameters, buffers and the optimisers' state (Adam's moments,
         step counts) move, through the host; the model's graphs are compiled again there. A
         graph elsewhere that still uses these parameters raises
         :class:`arraycore.BackendMismatchError` naming the parameter at its next run. Feed
         it host (NumPy) arrays or arrays of the new backend. Returns ``self``."""
         import arraycore
 
+        if isinstance(backend, str):  # PyTorch's device strings: "cpu" is the host, "cuda:1"
+            name, _, index = backend.partition(":")
+            if index:
+                if device is not None:
+                    raise TypeError(f"Model.to: {backend!r} names the device; drop device=")
+                try:
+                    device = int(index)
+                except ValueError:
+                    raise TypeError(f"Model.to: no device index in {backend!r}") from None
+            backend = "numpy" if name == "cpu" else name
         xp = arraycore.namespace(backend, device) if isinstance(backend, str) else backend
         if not hasattr(xp, "__array_namespace_info__") or not hasattr(xp, "asarray"):
             raise TypeError(
