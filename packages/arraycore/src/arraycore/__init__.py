@@ -27,6 +27,7 @@ import numpy as np
 
 from . import _dtypes, _registry, _threads
 from ._array import ArrayBase
+from ._array_methods import strict
 from ._checks import checks
 from ._checks import enabled as checks_enabled
 from ._cpu_extra import check_cpu_extra
@@ -245,6 +246,7 @@ __all__ = [
     "check_cpu_extra",
     "check_threads",
     "set_threads",
+    "strict",
     "thread_info",
     "thread_setting",
     "threads",

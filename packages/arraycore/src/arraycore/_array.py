@@ -3,7 +3,11 @@
 A backend whose arrays are its own class (not NumPy or CuPy arrays) subclasses
 :class:`ArrayBase` and provides ``shape``, ``dtype`` and ``device``; arithmetic operators,
 comparisons, indexing (basic, integer arrays, boolean masks), ``T``/``mT``,
-``__array_namespace__`` and host conversion then come from the array's namespace.
+``__array_namespace__`` and host conversion then come from the array's namespace, and so do
+NumPy's array methods that have an arraycore meaning (``x.sum()``, ``x.reshape(2, 3)``,
+``x.astype("float32")``, ``x.item()``, ...: :mod:`arraycore._array_methods`, ``docs/arrays.md``).
+NumPy's other methods (``x.tofile``, ``x.view``) raise an ``AttributeError`` that names the
+portable call.
 
 Such arrays never mix silently with NumPy's: ``__array_ufunc__ = None`` makes NumPy's operators
 defer to ours (which refuse host operands) and NumPy's ufuncs refuse them, ``__array_function__``
@@ -15,22 +19,17 @@ copy=True)``) and a ``BufferError`` otherwise.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from . import _interop
+from ._array_methods import ArrayMethods, _ns, no_attribute
 from ._optable import ELEMENTWISE
 
 #: Array API versions ``__array_namespace__(api_version=...)`` accepts: 2024.12 and the earlier
 #: ones it contains.
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
-
-
-def _ns(x: Any) -> Any:
-    from ._registry import namespace_of
-
-    return namespace_of(x)
 
 
 def _binary(name: str, reflected: bool = False) -> Any:
@@ -50,8 +49,9 @@ def _inplace(name: str) -> Any:
     return method
 
 
-class ArrayBase:
-    """Mixin for backend array classes: everything the standard asks of an array object."""
+class ArrayBase(ArrayMethods):
+    """Mixin for backend array classes: everything the standard asks of an array object, and
+    NumPy's array methods (:class:`arraycore._array_methods.ArrayMethods`)."""
 
     __slots__ = ()
     shape: tuple[int, ...]
@@ -173,6 +173,42 @@ class ArrayBase:
         xp = _ns(self)
         body = np.array2string(xp.to_numpy(self), separator=", ", prefix="array(")
         return f"array({body}, dtype={self.dtype}, backend={xp.name!r}, device={self.device!r})"
+
+    def __str__(self) -> str:
+        """The elements as NumPy prints them (``print(x)``: ``[1. 2.]``)."""
+        return str(_ns(self).to_numpy(self))
+
+    def __format__(self, spec: str) -> str:
+        """``f"{loss:.4f}"`` of a 0-d array formats its value; other arrays take no spec."""
+        if not self.shape:
+            return format(_ns(self).to_numpy(self)[()], spec)  # a NumPy scalar, as NumPy's
+        if spec:
+            raise TypeError(f"unsupported format string passed to {type(self).__name__}.__format__")
+        return str(self)
+
+    def __contains__(self, value: Any) -> bool:
+        """``value in x``: whether any element equals ``value``."""
+        xp = _ns(self)
+        return bool(xp.any(xp.equal(self, value)))
+
+    def __copy__(self) -> Any:
+        return _ns(self).asarray(self, copy=True)
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return _ns(self).asarray(self, copy=True)
+
+    def __divmod__(self, other: Any) -> tuple[Any, Any]:
+        xp = _ns(self)
+        return xp.floor_divide(self, other), xp.remainder(self, other)
+
+    def __rdivmod__(self, other: Any) -> tuple[Any, Any]:
+        xp = _ns(self)
+        return xp.floor_divide(other, self), xp.remainder(other, self)
+
+    if not TYPE_CHECKING:  # mypy keeps checking attribute names
+
+        def __getattr__(self, name: str) -> Any:
+            raise no_attribute(self, name)
 
 
 def _unary(name: str) -> Any:
