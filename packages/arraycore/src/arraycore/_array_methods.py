@@ -120,8 +120,16 @@ def _refuse_out(method: str, out: Any) -> None:
         )
 
 
+#: NumPy's keyword options of the methods here that arraycore has no meaning for.
+_NUMPY_OPTIONS = frozenset({"where", "initial", "mean", "casting", "subok", "signature"})
+
+
 def _refuse_extras(method: str, extras: dict[str, Any]) -> None:
-    """NumPy's options arraycore has no meaning for (``where=``, ``initial=``, ...)."""
+    """NumPy's options arraycore has no meaning for (``where=``, ``initial=``, ...) and, as
+    Python would, unknown keywords."""
+    for key in extras:
+        if key not in _NUMPY_OPTIONS:
+            raise TypeError(f"x.{method}() got an unexpected keyword argument {key!r}")
     if extras:
         names = ", ".join(f"{k}=" for k in extras)
         raise TypeError(
@@ -583,7 +591,7 @@ def missing_message(array: Any, name: str) -> str:
         backend = f" (backend {_ns(array).name!r})"
     except Exception:  # the message must not fail
         backend = ""
-    if name in STANDARD:
+    if name in STANDARD and _STRICT[0]:
         return (
             f"{kind!r}{backend} has no method {name!r} in arraycore's strict mode: it is not "
             f"in the Array API standard; write {STANDARD[name]} (arraycore.strict(False) "

@@ -77,6 +77,8 @@ def test_options_numpy_has_and_arraycore_refuses(xp: Any) -> None:
         x.sum(out=xp.zeros(()))
     with pytest.raises(TypeError, match=r"x\.max\(where=\).*NumPy-only"):
         x.max(where=True)
+    with pytest.raises(TypeError, match=r"x\.sum\(\) got an unexpected keyword argument 'axs'"):
+        x.sum(axs=0)
     with pytest.raises(ValueError, match=r"order='F'.*C order"):
         x.reshape(4, order="F")
     with pytest.raises(ValueError, match=r"order='F'"):
