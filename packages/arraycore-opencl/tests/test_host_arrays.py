@@ -273,3 +273,42 @@ def test_uploaded_arrays_count_until_their_last_view_is_gone(xp: Any) -> None:
     assert after["peak_bytes"] >= before["used_bytes"] + size
     info.reset_memory_stats()
     assert info.memory_stats()["peak_bytes"] == info.memory_stats()["used_bytes"]
+
+
+def test_a_capture_records_its_own_thread_only() -> None:
+    """While one thread records a step, another thread's uploads, kernels and host copies run
+    as they come (they are neither refused as inside the capture nor recorded into it)."""
+    import threading
+
+    xp = arraycore.namespace("opencl")
+    backend = xp._backend
+    if backend.capture_support() is not None:
+        pytest.skip(backend.capture_support())
+    a = xp.asarray(np.arange(6, dtype=np.float32))
+    out = xp.zeros((6,), dtype=xp.float32)
+
+    def step() -> None:
+        out[:] = a * 2.0
+
+    step()  # run eagerly first, as capture asks
+    inside, other, done = threading.Event(), {}, threading.Event()
+
+    def recorded() -> None:
+        step()
+        inside.set()
+        done.wait(30)
+
+    def elsewhere() -> None:
+        inside.wait(30)
+        b = xp.asarray(np.ones(4, dtype=np.float32))  # an upload
+        other["value"] = xp.to_numpy(b + 1.0)  # a kernel and a host copy
+        done.set()
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    captured = backend.capture(recorded)
+    thread.join(30)
+    np.testing.assert_array_equal(other["value"], np.full(4, 2.0, np.float32))
+    out[:] = 0.0
+    captured.replay()
+    np.testing.assert_array_equal(xp.to_numpy(out), np.arange(6) * 2.0)

@@ -598,7 +598,7 @@ class OpenCLBackend(Backend, OpenCLKernels):
             "used_bytes": used,
             "peak_bytes": max(int(self.rt.peak_bytes), used),
             "upload_bytes": int(self.rt.upload_bytes),
-            "pool_bytes": int(self.rt.pool.managed_bytes),
+            "pool_bytes": int(self.rt.shared_pool.managed_bytes),
         }
 
     def reset_memory_stats(self) -> None:

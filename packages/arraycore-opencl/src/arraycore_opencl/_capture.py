@@ -80,14 +80,13 @@ def capture(rt: Any, fn: Callable[[], Any]) -> Captured:
     if reason is not None:
         raise CaptureUnsupported(reason)
     if rt.recording is not None:
-        raise CaptureUnsupported("a capture is already under way on this device")
+        raise CaptureUnsupported("a capture is already under way in this thread")
     import pyopencl.tools
 
     pool = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(rt.queue))
     recording = Recording(pool)
     rt.capture_pools.append(weakref.ref(recording))
-    outer = rt.pool
-    rt.pool, rt.recording = pool, recording
+    rt.record(recording, pool)
     try:
         result = fn()
     except CaptureUnsupported:
@@ -98,7 +97,7 @@ def capture(rt: Any, fn: Callable[[], Any]) -> Captured:
             f"the work could not be recorded: {type(exc).__name__}: {text}"
         ) from exc
     finally:
-        rt.pool, rt.recording = outer, None
+        rt.record(None, None)
     items = recording.items
     queue, lock = rt.queue, rt._launch_lock
 

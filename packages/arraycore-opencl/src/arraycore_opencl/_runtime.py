@@ -136,7 +136,10 @@ class DeviceRuntime:
         self.cl_device = device
         self.context = cl.Context([device])
         self.queue = cl.CommandQueue(self.context, device)
-        self.pool = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(self.queue))
+        #: the device's memory pool (a capture's own pool stands in for it in that thread)
+        self.shared_pool = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(self.queue))
+        #: per thread: the capture under way in that thread and its pool (see :attr:`recording`)
+        self._capturing = threading.local()
         self.fp64 = has_fp64(device)
         self.fp16 = has_fp16(device)
         self.local_size = min(LOCAL_SIZE, int(device.max_work_group_size))
@@ -175,11 +178,26 @@ class DeviceRuntime:
         self.gemm_engine = gemm_engine(self.pieces)
         #: dtype -> (W, MR) of arraycore's GEMM kernels on this device (:mod:`._cpu_gemm`).
         self.gemm_sizes: dict[str, tuple[int, int]] = {}
-        #: The capture under way (:class:`arraycore_opencl._capture.Recording`), or None: while
-        #: it is set, launches and queued copies are recorded instead of enqueued.
-        self.recording: Any = None
         #: the live captures' recordings (weak references): their pools' bytes count as used
         self.capture_pools: list[Any] = []
+
+    @property
+    def recording(self) -> Any:
+        """The capture under way in this thread (:class:`arraycore_opencl._capture.Recording`),
+        or None: while it is set, this thread's launches and queued copies are recorded instead
+        of enqueued. Other threads' work runs as it comes meanwhile (a model stepping in another
+        thread is not caught in this one's capture)."""
+        return getattr(self._capturing, "recording", None)
+
+    @property
+    def pool(self) -> Any:
+        """Where this thread's arrays come from: the capture's pool while it records, else the
+        device's."""
+        return getattr(self._capturing, "pool", None) or self.shared_pool
+
+    def record(self, recording: Any, pool: Any) -> None:
+        """Start (``recording`` and its ``pool``) or end (``None, None``) this thread's capture."""
+        self._capturing.recording, self._capturing.pool = recording, pool
 
     def gemm_tuner(self) -> Any:
         """The device's :class:`~arraycore_opencl._gemm_tuning.GemmTuner` (made on first use)."""
@@ -342,8 +360,8 @@ class DeviceRuntime:
         if self.capture_pools:
             live = [p for p in (ref() for ref in self.capture_pools) if p is not None]
             self.capture_pools = [weakref.ref(p) for p in live]
-            captured = sum(int(r.pool.active_bytes) for r in live if r.pool is not self.pool)
-        return int(self.pool.active_bytes) + self.upload_bytes + captured
+            captured = sum(int(r.pool.active_bytes) for r in live)
+        return int(self.shared_pool.active_bytes) + self.upload_bytes + captured
 
     def _note_peak(self) -> None:
         used = self.used_bytes()
