@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,6 +50,16 @@ def test_every_public_name_of_ndarray_is_a_method_or_names_the_portable_call() -
     assert not missing, f"numpy.ndarray's {sorted(missing)}: add a method or a NUMPY_ONLY hint"
     assert not set(_array_methods.NUMPY_ONLY) & have
     assert set(_array_methods.STANDARD) <= have
+
+
+def test_pytorch_tensor_habits_name_arraycores_call() -> None:
+    xp = arraycore.namespace("tiny")
+    x = xp.asarray(np.arange(6, dtype=np.float32))
+    for name, call in [("numpy", "xp.to_numpy(x)"), ("detach", "no autograd history"),
+                       ("unsqueeze", "xp.expand_dims"), ("numel", "x.size")]:  # fmt: skip
+        with pytest.raises(AttributeError, match=rf"no method '{name}' \(PyTorch's tensor method\); write .*{re.escape(call)}"):  # fmt: skip
+            getattr(x, name)
+    assert not set(_array_methods.TORCH_HABITS) & {n for n in dir(ArrayBase)}
 
 
 def test_dunder_and_missing_numpy_protocols_of_ndarray() -> None:

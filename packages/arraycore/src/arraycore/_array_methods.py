@@ -83,6 +83,21 @@ STANDARD: dict[str, str] = {
 #: NumPy's array methods and attributes that have no arraycore meaning (memory layout, files,
 #: byte views, in-place resizing), with what to write instead. NumPy 1's ``ptp``, ``itemset``
 #: and ``tostring`` are here too, for code written against it.
+#: PyTorch's tensor methods that users reach for, with arraycore's call.
+TORCH_HABITS: dict[str, str] = {
+    "numpy": "xp.to_numpy(x) (a host NumPy copy)",
+    "cpu": "xp.to_numpy(x), or x.to_device(...) for another device of the backend",
+    "cuda": "arraycore.namespace('cuda').asarray(xp.to_numpy(x))",
+    "detach": "x itself: arrays carry no autograd history",
+    "dim": "x.ndim",
+    "numel": "x.size",
+    "float": "x.astype('float32')",
+    "long": "x.astype('int64')",
+    "contiguous": "x itself, or x.copy() for a C-contiguous copy",
+    "permute": "x.transpose(...) or xp.permute_dims(x, axes)",
+    "unsqueeze": "xp.expand_dims(x, axis=...)",
+}
+
 NUMPY_ONLY: dict[str, str] = {
     "argpartition": "xp.argsort(x, axis=...) (a full sort is a valid partition)",
     "base": "xp.to_numpy(x).base",
@@ -599,6 +614,11 @@ def missing_message(array: Any, name: str) -> str:
         )
     if name in NUMPY_ONLY:
         return f"{kind!r}{backend} has no method {name!r} (NumPy-only); write {NUMPY_ONLY[name]}"
+    if name in TORCH_HABITS:
+        return (
+            f"{kind!r}{backend} has no method {name!r} (PyTorch's tensor method); "
+            f"write {TORCH_HABITS[name]}"
+        )
     text = f"{kind!r} object has no attribute {name!r}"
     public = [n for n in dir(type(array)) if not n.startswith("_")]
     close = difflib.get_close_matches(name, public, n=1)
