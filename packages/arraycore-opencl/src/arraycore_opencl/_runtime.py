@@ -193,7 +193,8 @@ class DeviceRuntime:
     def pool(self) -> Any:
         """Where this thread's arrays come from: the capture's pool while it records, else the
         device's."""
-        return getattr(self._capturing, "pool", None) or self.shared_pool
+        pool = getattr(self._capturing, "pool", None)
+        return self.shared_pool if pool is None else pool
 
     def record(self, recording: Any, pool: Any) -> None:
         """Start (``recording`` and its ``pool``) or end (``None, None``) this thread's capture."""
